@@ -1,0 +1,148 @@
+// Whole frames: Ethernet [802.1Q] | IPv4 or IPv6 | UDP 4791 | BTH | ext | payload | pad | ICRC.
+//
+// build_* write a frame from a FrameSpec (lengths, pad and the IPv4 checksum
+// are filled in); parse_frame reads one back, never past the given bytes, and
+// says why when it cannot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "wire/headers.hpp"
+#include "wire/icrc.hpp"
+#include "wire/opcode.hpp"
+
+namespace metaroce::wire {
+
+enum class ParseError : std::uint8_t {
+  ok,
+  truncated,             // the frame ends before a header or a length it claims
+  not_ip,                // ethertype is neither IPv4 nor IPv6
+  bad_ip_version,        // version nibble disagrees with the ethertype
+  bad_ip_header_length,  // IPv4 IHL below 5
+  ipv4_options,          // IPv4 IHL above 5: RoCEv2 carries no options
+  ip_fragment,           // MF set or fragment offset non-zero
+  bad_ip_length,         // IPv4 total length below its header
+  bad_ip_checksum,
+  not_udp,
+  not_roce_port,         // UDP destination port is not 4791
+  bad_udp_length,        // UDP length disagrees with the IP payload length
+  unknown_opcode,
+  bad_header_field,      // BTH TVer, metaroce flags or path count out of range
+  bad_pad,               // pad count larger than the payload, or payload+pad not 4-aligned
+  length_mismatch,       // the opcode's headers and ICRC do not fit the UDP payload,
+                         // or bytes follow a header that carries no payload
+  bad_icrc,
+  count_
+};
+
+inline constexpr std::size_t parse_error_count = static_cast<std::size_t>(ParseError::count_);
+
+[[nodiscard]] std::string_view to_string(ParseError e) noexcept;
+
+// Everything needed to build one frame. Lengths, BTH pad and the IPv4
+// checksum are computed by the builder; the headers the opcode does not carry
+// are ignored. UDP checksum is written as given (0: RoCEv2 practice).
+struct FrameSpec {
+  EthernetHeader eth{};
+  std::uint8_t ip_version = 4;
+  Ipv4Header ipv4{};
+  Ipv6Header ipv6{};
+  UdpHeader udp{};
+  Bth bth{};
+  Deth deth{};
+  Reth reth{};
+  AtomicEth atomic_eth{};
+  Aeth aeth{};
+  std::uint64_t atomic_ack_orig = 0;
+  std::uint32_t imm = 0;
+  std::uint32_t ieth_rkey = 0;
+  MrDataHeader mr_data{};
+  MrWriteHeader mr_write{};
+  MrSendHeader mr_send{};
+  MrAckHeader mr_ack{};  // path_count is taken from mr_path_acks.size()
+  std::span<const MrPathAck> mr_path_acks{};
+};
+
+// Bytes from the start of the frame to the end of the last extension header.
+[[nodiscard]] std::size_t headers_size(const FrameSpec& spec) noexcept;
+
+// Pad bytes that follow a payload of this length.
+[[nodiscard]] constexpr std::uint8_t pad_for(std::size_t payload_len) noexcept {
+  return static_cast<std::uint8_t>((4 - (payload_len & 3)) & 3);
+}
+
+struct HeaderLayout {
+  std::uint16_t size = 0;       // bytes written (0: `out` too small or bad spec)
+  std::uint16_t l3_offset = 0;  // where the IP header starts
+  std::uint8_t pad = 0;         // pad bytes the trailer must write
+};
+
+// Writes every header for a payload of `payload_len` bytes that will follow
+// in another buffer. Fails (size 0) when `out` is too small, the IP version is
+// not 4 or 6, or the frame would exceed 65535 bytes of IP.
+HeaderLayout build_headers(const FrameSpec& spec, std::uint32_t payload_len,
+                           std::span<std::uint8_t> out) noexcept;
+
+// Writes `pad` zero bytes then the ICRC (least-significant byte first).
+// Returns bytes written (pad + 4), 0 when `out` is too small.
+std::size_t build_trailer(std::uint8_t pad, std::uint32_t icrc, std::span<std::uint8_t> out) noexcept;
+
+// A whole frame in one buffer, ICRC included. Returns its length, or 0 when
+// `out` is too small or the spec is bad.
+std::size_t build_frame(const FrameSpec& spec, ByteSpan payload, std::span<std::uint8_t> out) noexcept;
+
+struct ParsedFrame {
+  EthernetHeader eth{};
+  std::uint8_t ip_version = 0;
+  Ipv4Header ipv4{};  // valid when ip_version == 4
+  Ipv6Header ipv6{};  // valid when ip_version == 6
+  UdpHeader udp{};
+  Bth bth{};
+  std::uint16_t headers = 0;  // HeaderFlag bits of the headers present
+  Deth deth{};
+  Reth reth{};
+  AtomicEth atomic_eth{};
+  Aeth aeth{};
+  std::uint64_t atomic_ack_orig = 0;
+  std::uint32_t imm = 0;
+  std::uint32_t ieth_rkey = 0;
+  MrDataHeader mr_data{};
+  MrWriteHeader mr_write{};
+  MrSendHeader mr_send{};
+  MrAckHeader mr_ack{};
+  ByteSpan mr_path_acks_raw{};  // mr_ack.path_count blocks of mr_path_ack_size bytes
+
+  std::uint16_t l3_offset = 0;
+  std::uint16_t l4_offset = 0;
+  std::uint16_t bth_offset = 0;
+  std::uint16_t payload_offset = 0;
+  ByteSpan payload{};  // without pad and ICRC
+  std::uint32_t icrc = 0;  // as carried (least-significant byte first on the wire)
+  bool icrc_checked = false;
+
+  [[nodiscard]] bool has(HeaderFlag f) const noexcept { return (headers & f) != 0; }
+  [[nodiscard]] std::uint8_t ecn() const noexcept { return ip_version == 6 ? ipv6.ecn : ipv4.ecn; }
+  [[nodiscard]] std::uint8_t dscp() const noexcept { return ip_version == 6 ? ipv6.dscp : ipv4.dscp; }
+  [[nodiscard]] MrPathAck path_ack(std::size_t i) const noexcept {
+    MrPathAck a;
+    decode(mr_path_acks_raw.data() + i * mr_path_ack_size, a);
+    return a;
+  }
+};
+
+struct ParseOptions {
+  bool verify_ip_checksum = true;
+  // Off when the frame is scattered over buffers: call compute_icrc on the
+  // pieces instead.
+  bool verify_icrc = true;
+};
+
+// Parses a contiguous frame. On error, `out` holds what was decoded before
+// the failing check (for diagnostics) and the reason is returned.
+[[nodiscard]] ParseError parse_frame(ByteSpan frame, ParsedFrame& out,
+                                     ParseOptions options = {}) noexcept;
+
+}  // namespace metaroce::wire

@@ -1,0 +1,40 @@
+// RoCEv2 invariant CRC (ICRC), for IPv4 and IPv6.
+//
+// CRC-32 (IEEE 802.3, reflected) over: 8 bytes of 0xFF (the absent LRH),
+// the IP header with its variant fields set to ones (IPv4: TOS, TTL, header
+// checksum; IPv6: traffic class, flow label, hop limit), the UDP header with
+// its checksum set to ones, the BTH with its byte 4 (FECN, BECN, reserved)
+// set to ones, and every byte after the BTH up to the ICRC. The result goes
+// on the wire least-significant byte first (store_le32). doc/WIRE.md has the
+// byte-by-byte rules.
+//
+// The frame may be given in pieces (headers in one buffer, payload in
+// another, pad and ICRC in a third): nothing is copied but the <= 88 bytes of
+// masked headers. ISA-L's folding CRC takes a seed, so the pieces chain.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace metaroce::wire {
+
+using ByteSpan = std::span<const std::uint8_t>;
+
+// `pieces` together hold the frame from the first byte of the IP header to
+// the last byte before the ICRC. The IP, UDP and BTH headers may span pieces.
+// Returns 0 when the pieces are shorter than those headers (the parser never
+// calls it so).
+[[nodiscard]] std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept;
+
+[[nodiscard]] inline std::uint32_t compute_icrc(ByteSpan from_ip_to_icrc) noexcept {
+  return compute_icrc(std::span<const ByteSpan>(&from_ip_to_icrc, 1));
+}
+
+// Plain CRC-32 (IEEE, as zlib's crc32) continuing from `crc` (0 to start).
+[[nodiscard]] std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept;
+
+// Name of the CRC code path in use, for benchmark reports.
+[[nodiscard]] const char* crc_implementation() noexcept;
+
+}  // namespace metaroce::wire

@@ -1,0 +1,95 @@
+// BTH opcodes of both modes and what each one carries.
+//
+// rocev2 mode uses the standard InfiniBand opcodes (RC, UC, UD) and CNP.
+// metaroce mode uses opcodes from the manufacturer-specific range 0xC0-0xDF
+// (top bits 110), so Wireshark and NICs still parse the BTH and treat the rest
+// as opaque: see doc/WIRE.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace metaroce::wire {
+
+namespace opcode {
+// Transport prefixes (top 3 bits).
+inline constexpr std::uint8_t rc = 0x00;
+inline constexpr std::uint8_t uc = 0x20;
+inline constexpr std::uint8_t ud = 0x60;
+
+// Operation codes (low 5 bits).
+inline constexpr std::uint8_t send_first = 0x00;
+inline constexpr std::uint8_t send_middle = 0x01;
+inline constexpr std::uint8_t send_last = 0x02;
+inline constexpr std::uint8_t send_last_imm = 0x03;
+inline constexpr std::uint8_t send_only = 0x04;
+inline constexpr std::uint8_t send_only_imm = 0x05;
+inline constexpr std::uint8_t write_first = 0x06;
+inline constexpr std::uint8_t write_middle = 0x07;
+inline constexpr std::uint8_t write_last = 0x08;
+inline constexpr std::uint8_t write_last_imm = 0x09;
+inline constexpr std::uint8_t write_only = 0x0a;
+inline constexpr std::uint8_t write_only_imm = 0x0b;
+inline constexpr std::uint8_t read_request = 0x0c;
+inline constexpr std::uint8_t read_response_first = 0x0d;
+inline constexpr std::uint8_t read_response_middle = 0x0e;
+inline constexpr std::uint8_t read_response_last = 0x0f;
+inline constexpr std::uint8_t read_response_only = 0x10;
+inline constexpr std::uint8_t acknowledge = 0x11;
+inline constexpr std::uint8_t atomic_acknowledge = 0x12;
+inline constexpr std::uint8_t compare_swap = 0x13;
+inline constexpr std::uint8_t fetch_add = 0x14;
+inline constexpr std::uint8_t send_last_inv = 0x16;
+inline constexpr std::uint8_t send_only_inv = 0x17;
+
+// Congestion notification packet (RoCEv2 annex A17).
+inline constexpr std::uint8_t cnp = 0x81;
+
+// metaroce mode.
+inline constexpr std::uint8_t mr_write = 0xc0;
+inline constexpr std::uint8_t mr_write_imm = 0xc1;
+inline constexpr std::uint8_t mr_send = 0xc2;
+inline constexpr std::uint8_t mr_send_imm = 0xc3;
+inline constexpr std::uint8_t mr_ack = 0xc4;
+}  // namespace opcode
+
+// Which headers follow the BTH, in wire order:
+// DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH for the standard
+// opcodes; MDH, then MWH or MSH, then ImmDt for metaroce data; MAH and its
+// path blocks for metaroce ACKs.
+enum HeaderFlag : std::uint16_t {
+  has_deth = 1u << 0,
+  has_reth = 1u << 1,
+  has_atomic_eth = 1u << 2,
+  has_aeth = 1u << 3,
+  has_atomic_ack_eth = 1u << 4,
+  has_imm = 1u << 5,
+  has_ieth = 1u << 6,
+  has_payload = 1u << 7,  // may carry payload bytes (after the headers)
+  has_cnp_reserved = 1u << 8,
+  has_mr_data = 1u << 9,
+  has_mr_write = 1u << 10,
+  has_mr_send = 1u << 11,
+  has_mr_ack = 1u << 12,
+};
+
+struct OpcodeInfo {
+  std::string_view name;  // empty: not an opcode we know
+  std::uint16_t headers = 0;
+
+  [[nodiscard]] constexpr bool known() const noexcept { return !name.empty(); }
+  [[nodiscard]] constexpr bool has(HeaderFlag f) const noexcept { return (headers & f) != 0; }
+};
+
+// Table indexed by opcode byte; names follow scapy's contrib.roce
+// ("RC_RDMA_WRITE_FIRST") and "MR_*" for metaroce.
+const std::array<OpcodeInfo, 256>& opcode_table() noexcept;
+
+inline const OpcodeInfo& opcode_info(std::uint8_t op) noexcept { return opcode_table()[op]; }
+
+[[nodiscard]] inline bool is_metaroce_opcode(std::uint8_t op) noexcept {
+  return op >= opcode::mr_write && op <= opcode::mr_ack;
+}
+
+}  // namespace metaroce::wire

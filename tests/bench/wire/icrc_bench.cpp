@@ -1,0 +1,88 @@
+// ICRC throughput over whole frames (IP header to payload end) at the frame
+// payload sizes of the issue: 64 B, 1 KiB, 4 KiB, 9000 B. Last line: JSON.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "../common/capture_reporter.hpp"
+#include "common/json_line.hpp"
+#include "wire/frame.hpp"
+#include "wire_samples.hpp"
+
+namespace {
+
+using namespace metaroce::wire;
+
+constexpr std::size_t sizes[] = {64, 1024, 4096, 9000};
+
+struct Frame {
+  std::vector<std::uint8_t> bytes;
+  ByteSpan covered;  // IP header to the byte before the ICRC
+};
+
+Frame make_frame(std::size_t payload_len) {
+  const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 4, false);
+  std::vector<std::uint8_t> payload(payload_len, 0x5a);
+  Frame f;
+  f.bytes.resize(headers_size(spec) + payload_len + 8);
+  f.bytes.resize(build_frame(spec, payload, f.bytes));
+  f.covered = ByteSpan(f.bytes.data() + ethernet_header_size, f.bytes.size() - ethernet_header_size - icrc_size);
+  return f;
+}
+
+void BM_Icrc(benchmark::State& state) {
+  const Frame f = make_frame(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    std::uint32_t crc = compute_icrc(f.covered);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.covered.size()));
+}
+BENCHMARK(BM_Icrc)->Arg(64)->Arg(1024)->Arg(4096)->Arg(9000)->MinTime(0.5);
+
+// The payload in its own buffer, as with an mbuf whose payload is attached
+// from registered memory.
+void BM_IcrcScattered(benchmark::State& state) {
+  const Frame f = make_frame(static_cast<std::size_t>(state.range(0)));
+  const std::size_t headers = headers_size(metaroce::test::sample_spec(opcode::mr_write, 4, false)) -
+                              ethernet_header_size;
+  const std::vector<std::uint8_t> payload(f.covered.begin() + static_cast<std::ptrdiff_t>(headers),
+                                          f.covered.end());
+  const std::array<ByteSpan, 2> pieces = {f.covered.first(headers), ByteSpan(payload)};
+  for (auto _ : state) {
+    std::uint32_t crc = compute_icrc(pieces);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.covered.size()));
+}
+BENCHMARK(BM_IcrcScattered)->Arg(64)->Arg(4096)->MinTime(0.5);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  metaroce::bench::CaptureReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  metaroce::apps::JsonLine j;
+  j.add("bench", "icrc");
+  j.begin_object("GBps");
+  for (std::size_t size : sizes) {
+    const double ns = reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.500");
+    const double bytes = static_cast<double>(make_frame(size).covered.size());
+    j.add(std::to_string(size), ns > 0 ? bytes / ns : 0.0);
+  }
+  j.end_object();
+  j.begin_object("ns_per_frame");
+  for (std::size_t size : sizes) {
+    j.add(std::to_string(size), reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.500"));
+  }
+  j.end_object();
+  j.add("scattered_4096_ns", reporter.ns("BM_IcrcScattered/4096/min_time:0.500"));
+  j.add("isa", crc_implementation());
+  std::printf("%s\n", std::move(j).finish().c_str());
+  return 0;
+}

@@ -1,0 +1,81 @@
+// The decoder's line for a frame: exact text for a known frame, and an error
+// line for a bad one.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "metaroce-decode/frame_json.hpp"
+#include "wire/frame.hpp"
+#include "wire_samples.hpp"
+
+namespace {
+
+using namespace metaroce::wire;
+
+std::vector<std::uint8_t> build(const FrameSpec& spec, std::size_t payload_len) {
+  std::vector<std::uint8_t> payload(payload_len, 0x11);
+  std::vector<std::uint8_t> frame(headers_size(spec) + payload_len + 8);
+  frame.resize(build_frame(spec, payload, frame));
+  return frame;
+}
+
+TEST(FrameJson, WriteFirstExactLine) {
+  FrameSpec spec = metaroce::test::sample_spec(opcode::rc | opcode::write_first, 4, true);
+  const auto frame = build(spec, 5);
+  ParsedFrame p;
+  ASSERT_EQ(parse_frame(frame, p), ParseError::ok);
+  const auto line = metaroce::apps::frame_to_json(3, frame, 1, true);
+  EXPECT_TRUE(line.ok);
+  const std::string expected =
+      "{\"frame\":3,\"frame_len\":" + std::to_string(frame.size()) +
+      ",\"eth_src\":\"02:00:00:00:00:01\",\"eth_dst\":\"02:00:00:00:00:02\",\"vlan\":100,\"pcp\":3,"
+      "\"ip_version\":4,\"src\":\"10.0.0.1\",\"dst\":\"10.0.0.2\",\"ttl\":64,\"dscp\":26,\"ecn\":2,"
+      "\"sport\":49158,\"dport\":4791,\"opcode\":6,\"opcode_name\":\"RC_RDMA_WRITE_FIRST\","
+      "\"solicited\":false,\"mig_req\":false,\"pad\":3,\"tver\":0,\"pkey\":65535,\"fecn\":false,"
+      "\"becn\":false,\"dest_qp\":291,\"ack_req\":false,\"psn\":16777214,\"payload_len\":5,"
+      "\"icrc\":" + std::to_string(p.icrc) +
+      ",\"reth\":{\"va\":139638282147448,\"rkey\":3735928559,\"dma_len\":4096},\"icrc_ok\":true}";
+  EXPECT_EQ(line.json, expected);
+}
+
+TEST(FrameJson, MetaroceAckLine) {
+  const auto frame = build(metaroce::test::sample_spec(opcode::mr_ack, 6, false), 0);
+  const auto line = metaroce::apps::frame_to_json(1, frame, 1, true);
+  EXPECT_TRUE(line.ok);
+  EXPECT_NE(line.json.find("\"src\":\"fd00::1\""), std::string::npos) << line.json;
+  EXPECT_NE(line.json.find("\"opcode_name\":\"MR_ACK\""), std::string::npos);
+  EXPECT_NE(line.json.find("\"mr_ack\":{\"syndrome\":0,\"aeth_kind\":\"ack\",\"credit\":0,\"path_count\":3,"
+                           "\"delivered_psn\":65534,\"completed_msn\":99,\"rate_hint_mbps\":25000,\"paths\":[{"
+                           "\"path_id\":0,\"ce_count\":0,\"cum_seq\":1000,\"ts_echo\":2882338816,\"sack\":\"01"),
+            std::string::npos)
+      << line.json;
+  EXPECT_NE(line.json.find("\"sacked\":2}"), std::string::npos);
+}
+
+TEST(FrameJson, BadFramesCarryTheReason) {
+  auto frame = build(metaroce::test::sample_spec(opcode::mr_write, 4, false), 10);
+  frame.back() ^= 1;
+  auto line = metaroce::apps::frame_to_json(2, frame, 1, true);
+  EXPECT_FALSE(line.ok);
+  EXPECT_NE(line.json.find("\"icrc_ok\":false,\"error\":\"bad_icrc\"}"), std::string::npos) << line.json;
+  EXPECT_NE(line.json.find("\"mr_write\":{"), std::string::npos);
+
+  frame.resize(30);
+  line = metaroce::apps::frame_to_json(2, frame, 1, true);
+  EXPECT_FALSE(line.ok);
+  EXPECT_EQ(line.json, "{\"frame\":2,\"frame_len\":30,\"error\":\"truncated\"}");
+
+  line = metaroce::apps::frame_to_json(4, frame, 113, true);
+  EXPECT_EQ(line.json, "{\"frame\":4,\"frame_len\":30,\"error\":\"unsupported_linktype_113\"}");
+}
+
+TEST(FrameJson, NoIcrcOptionSkipsTheCheck) {
+  auto frame = build(metaroce::test::sample_spec(opcode::mr_send, 4, false), 10);
+  frame.back() ^= 1;
+  const auto line = metaroce::apps::frame_to_json(1, frame, 1, false);
+  EXPECT_TRUE(line.ok);
+  EXPECT_EQ(line.json.find("icrc_ok"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,149 @@
+// ICRC: a known answer made by scapy, chaining over pieces, and exactly the
+// variant fields masked.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "wire/frame.hpp"
+#include "wire/icrc.hpp"
+#include "wire_samples.hpp"
+
+namespace {
+
+using namespace metaroce::wire;
+
+std::vector<std::uint8_t> from_hex(std::string_view hex) {
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<std::uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// RC SEND ONLY over IPv4, 11 payload bytes + 1 pad, built by scapy's
+// contrib.roce (its ICRC code shares nothing with ours).
+constexpr std::string_view scapy_send_only =
+    "02000000000202000000000108004502003800014000401126b00a0000010a000002c00012b700240000"
+    "0410ffff00000012000000070102030405060708090a0b00f0e1fbc9";
+
+TEST(Icrc, MatchesScapyKnownAnswer) {
+  const auto frame = from_hex(scapy_send_only);
+  ASSERT_EQ(frame.size(), 70u);
+  const ByteSpan from_ip(frame.data() + 14, frame.size() - 14 - 4);
+  EXPECT_EQ(compute_icrc(from_ip), 0xc9fbe1f0u);
+  ParsedFrame parsed;
+  ASSERT_EQ(parse_frame(frame, parsed), ParseError::ok);
+  EXPECT_EQ(parsed.icrc, 0xc9fbe1f0u);
+  EXPECT_EQ(parsed.payload.size(), 11u);
+  EXPECT_EQ(parsed.bth.pad, 1);
+}
+
+TEST(Icrc, PlainCrc32KnownAnswer) {
+  // The CRC-32 check value: crc32("123456789") = 0xcbf43926.
+  const std::string_view check = "123456789";
+  const ByteSpan bytes(reinterpret_cast<const std::uint8_t*>(check.data()), check.size());
+  EXPECT_EQ(crc32_update(0, bytes), 0xcbf43926u);
+  EXPECT_EQ(crc32_update(crc32_update(0, bytes.first(4)), bytes.subspan(4)), 0xcbf43926u);
+}
+
+// Any split of the frame into two or three pieces gives the same ICRC.
+TEST(Icrc, PiecesChainToTheSameValue) {
+  for (const auto& frame : metaroce::test::sample_frames()) {
+    ParsedFrame parsed;
+    ASSERT_EQ(parse_frame(frame, parsed), ParseError::ok);
+    const ByteSpan covered(frame.data() + parsed.l3_offset, frame.size() - parsed.l3_offset - icrc_size);
+    const std::uint32_t whole = compute_icrc(covered);
+    ASSERT_EQ(whole, parsed.icrc);
+    for (std::size_t cut = 0; cut <= covered.size(); cut += 7) {
+      const std::array<ByteSpan, 2> two = {covered.first(cut), covered.subspan(cut)};
+      ASSERT_EQ(compute_icrc(two), whole) << "cut at " << cut;
+      const std::size_t cut2 = cut + (covered.size() - cut) / 2;
+      const std::array<ByteSpan, 3> three = {covered.first(cut), covered.subspan(cut, cut2 - cut),
+                                             covered.subspan(cut2)};
+      ASSERT_EQ(compute_icrc(three), whole) << "cuts at " << cut << ", " << cut2;
+    }
+  }
+}
+
+// Headers, payload and trailer built into three separate buffers, with the
+// ICRC computed over the pieces, equal the contiguous frame.
+TEST(Icrc, ScatteredBuildEqualsContiguous) {
+  std::vector<std::uint8_t> payload(4096);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = metaroce::test::payload_byte(i);
+  for (int ipv : {4, 6}) {
+    for (std::size_t len : {0u, 1u, 2u, 3u, 4u, 1023u, 4096u}) {
+      const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, ipv, false);
+      const ByteSpan data(payload.data(), len);
+      std::array<std::uint8_t, 128> headers{};
+      const HeaderLayout layout = build_headers(spec, static_cast<std::uint32_t>(len), headers);
+      ASSERT_GT(layout.size, 0);
+      const std::array<std::uint8_t, 4> pad_bytes{};
+      const std::array<ByteSpan, 3> pieces = {
+          ByteSpan(headers.data() + layout.l3_offset, layout.size - layout.l3_offset), data,
+          ByteSpan(pad_bytes.data(), layout.pad)};
+      const std::uint32_t icrc = compute_icrc(pieces);
+      std::array<std::uint8_t, 8> trailer{};
+      const std::size_t trailer_len = build_trailer(layout.pad, icrc, trailer);
+      ASSERT_EQ(trailer_len, layout.pad + icrc_size);
+
+      std::vector<std::uint8_t> joined(headers.begin(), headers.begin() + layout.size);
+      joined.insert(joined.end(), data.begin(), data.end());
+      joined.insert(joined.end(), trailer.begin(), trailer.begin() + static_cast<std::ptrdiff_t>(trailer_len));
+      std::vector<std::uint8_t> contiguous(layout.size + len + 8);
+      contiguous.resize(build_frame(spec, data, contiguous));
+      ASSERT_EQ(joined, contiguous) << "ipv" << ipv << " len " << len;
+    }
+  }
+}
+
+// Fields a router or switch may rewrite are masked; every other byte counts.
+TEST(Icrc, OnlyVariantFieldsAreMasked) {
+  for (int ipv : {4, 6}) {
+    std::vector<std::uint8_t> payload(33, 0x5a);
+    const FrameSpec spec = metaroce::test::sample_spec(opcode::rc | opcode::send_only, ipv, false);
+    std::vector<std::uint8_t> frame(256);
+    frame.resize(build_frame(spec, payload, frame));
+    const std::size_t l3 = ethernet_header_size;
+    const std::size_t ip_len = ipv == 6 ? ipv6_header_size : ipv4_header_size;
+    const std::size_t covered_end = frame.size() - icrc_size;
+    const std::uint32_t base = compute_icrc(ByteSpan(frame.data() + l3, covered_end - l3));
+    for (std::size_t at = l3; at < covered_end; ++at) {
+      const std::size_t rel = at - l3;
+      bool masked;
+      if (ipv == 4) {
+        masked = rel == 1 || rel == 8 || rel == 10 || rel == 11;
+      } else {
+        masked = rel == 0 /* bit 0: traffic class */ || rel == 1 || rel == 2 || rel == 3 || rel == 7;
+      }
+      masked = masked || rel == ip_len + 6 || rel == ip_len + 7  // UDP checksum
+               || rel == ip_len + udp_header_size + 4;           // FECN, BECN, reserved
+      auto copy = frame;
+      copy[at] ^= 0x01;
+      const std::uint32_t changed = compute_icrc(ByteSpan(copy.data() + l3, covered_end - l3));
+      if (masked) {
+        EXPECT_EQ(changed, base) << "ipv" << ipv << " byte " << rel << " should be masked";
+      } else {
+        EXPECT_NE(changed, base) << "ipv" << ipv << " byte " << rel << " should be covered";
+      }
+    }
+    // IPv6: the low nibble of byte 0 (traffic class high bits) is masked, the
+    // version nibble is not.
+    if (ipv == 6) {
+      auto copy = frame;
+      copy[l3] ^= 0x0f;
+      EXPECT_EQ(compute_icrc(ByteSpan(copy.data() + l3, covered_end - l3)), base);
+      copy[l3] ^= 0x10;
+      EXPECT_NE(compute_icrc(ByteSpan(copy.data() + l3, covered_end - l3)), base);
+    }
+  }
+}
+
+TEST(Icrc, TooShortInputGivesZero) {
+  const std::array<std::uint8_t, 10> tiny = {0x45};
+  EXPECT_EQ(compute_icrc(ByteSpan(tiny)), 0u);
+  EXPECT_EQ(compute_icrc(ByteSpan()), 0u);
+}
+
+}  // namespace
