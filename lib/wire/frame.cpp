@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, parse_error_count> parse_error_names = {
 };
 
 // Bytes of the headers that follow the BTH for an opcode's header set.
-std::size_t extension_size(std::uint16_t headers, std::size_t path_count) noexcept {
+constexpr std::size_t extension_size(std::uint16_t headers, std::size_t path_count) noexcept {
   std::size_t n = 0;
   if (headers & has_deth) n += deth_size;
   if (headers & has_reth) n += reth_size;
@@ -32,6 +32,15 @@ std::size_t extension_size(std::uint16_t headers, std::size_t path_count) noexce
   return n;
 }
 
+// Fixed extension bytes per opcode (metaroce ACK path blocks come on top).
+constexpr std::array<std::uint8_t, 256> extension_sizes = [] {
+  std::array<std::uint8_t, 256> sizes{};
+  for (std::size_t op = 0; op < sizes.size(); ++op) {
+    sizes[op] = static_cast<std::uint8_t>(extension_size(opcode_table[op].headers, 0));
+  }
+  return sizes;
+}();
+
 std::size_t ip_header_size(std::uint8_t ip_version) noexcept {
   return ip_version == 6 ? ipv6_header_size : ipv4_header_size;
 }
@@ -45,11 +54,11 @@ std::string_view to_string(ParseError e) noexcept {
 
 std::size_t headers_size(const FrameSpec& spec) noexcept {
   return spec.eth.size() + ip_header_size(spec.ip_version) + udp_header_size + bth_size +
-         extension_size(opcode_info(spec.bth.opcode).headers, spec.mr_path_acks.size());
+         extension_sizes[spec.bth.opcode] + spec.mr_path_acks.size() * mr_path_ack_size;
 }
 
-HeaderLayout build_headers(const FrameSpec& spec, std::uint32_t payload_len,
-                           std::span<std::uint8_t> out) noexcept {
+std::size_t build_headers(const FrameSpec& spec, std::uint32_t payload_len,
+                          std::span<std::uint8_t> out) noexcept {
   if (spec.ip_version != 4 && spec.ip_version != 6) return {};
   if (spec.mr_path_acks.size() > max_paths) return {};
   const OpcodeInfo& info = opcode_info(spec.bth.opcode);
@@ -60,31 +69,54 @@ HeaderLayout build_headers(const FrameSpec& spec, std::uint32_t payload_len,
   const std::size_t udp_len = size - l3 - ip_len + payload_len + pad + icrc_size;
   if (size > out.size() || udp_len + ip_len > 0xffff) return {};
 
+  // Fields are written straight from the spec with the computed ones laid
+  // over them, and the IPv4 checksum is summed from values, not read back
+  // from the bytes just stored (that read stalls on store forwarding).
   std::uint8_t* p = out.data();
-  EthernetHeader eth = spec.eth;
-  eth.ethertype = spec.ip_version == 6 ? ethertype_ipv6 : ethertype_ipv4;
-  encode(eth, p);
-  if (spec.ip_version == 4) {
-    Ipv4Header ip = spec.ipv4;
-    ip.total_length = static_cast<std::uint16_t>(ip_len + udp_len);
-    ip.protocol = ip_protocol_udp;
-    ip.checksum = 0;
-    encode(ip, p + l3);
-    store_be16(p + l3 + 10, ipv4_header_checksum(p + l3, ipv4_header_size));
+  std::memcpy(p, spec.eth.dst.data(), 6);
+  std::memcpy(p + 6, spec.eth.src.data(), 6);
+  const std::uint16_t ethertype = spec.ip_version == 6 ? ethertype_ipv6 : ethertype_ipv4;
+  if (spec.eth.vlan_present) {
+    store_be16(p + 12, ethertype_vlan);
+    store_be16(p + 14, spec.eth.vlan_tci);
+    store_be16(p + 16, ethertype);
   } else {
-    Ipv6Header ip = spec.ipv6;
-    ip.payload_length = static_cast<std::uint16_t>(udp_len);
-    ip.next_header = ip_protocol_udp;
-    encode(ip, p + l3);
+    store_be16(p + 12, ethertype);
+  }
+  std::uint8_t* ip = p + l3;
+  if (spec.ip_version == 4) {
+    const Ipv4Header& v4 = spec.ipv4;
+    const auto total_length = static_cast<std::uint16_t>(ip_len + udp_len);
+    const auto tos = static_cast<std::uint8_t>((v4.dscp << 2) | (v4.ecn & 3));
+    const std::uint16_t flags = v4.dont_fragment ? 0x4000 : 0;
+    std::uint32_t sum = 0x4500u + tos + total_length + v4.identification + flags +
+                        ((std::uint32_t{v4.ttl} << 8) | ip_protocol_udp) + (v4.src >> 16) +
+                        (v4.src & 0xffff) + (v4.dst >> 16) + (v4.dst & 0xffff);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    ip[0] = 0x45;
+    ip[1] = tos;
+    store_be16(ip + 2, total_length);
+    store_be16(ip + 4, v4.identification);
+    store_be16(ip + 6, flags);
+    ip[8] = v4.ttl;
+    ip[9] = ip_protocol_udp;
+    store_be16(ip + 10, static_cast<std::uint16_t>(~sum));
+    store_be32(ip + 12, v4.src);
+    store_be32(ip + 16, v4.dst);
+  } else {
+    encode(spec.ipv6, ip);
+    store_be16(ip + 4, static_cast<std::uint16_t>(udp_len));
+    ip[6] = ip_protocol_udp;
   }
   std::size_t at = l3 + ip_len;
-  UdpHeader udp = spec.udp;
-  udp.length = static_cast<std::uint16_t>(udp_len);
-  encode(udp, p + at);
+  store_be16(p + at, spec.udp.src_port);
+  store_be16(p + at + 2, spec.udp.dst_port);
+  store_be16(p + at + 4, static_cast<std::uint16_t>(udp_len));
+  store_be16(p + at + 6, spec.udp.checksum);
   at += udp_header_size;
-  Bth bth = spec.bth;
-  bth.pad = pad;
-  encode(bth, p + at);
+  encode(spec.bth, p + at);
+  p[at + 1] = static_cast<std::uint8_t>((p[at + 1] & ~0x30u) | (pad << 4));
   at += bth_size;
 
   const std::uint16_t h = info.headers;
@@ -110,7 +142,7 @@ HeaderLayout build_headers(const FrameSpec& spec, std::uint32_t payload_len,
   if (h & has_ieth) { store_be32(p + at, spec.ieth_rkey); at += ieth_size; }
   if (h & has_cnp_reserved) { std::memset(p + at, 0, cnp_reserved_size); at += cnp_reserved_size; }
 
-  return HeaderLayout{static_cast<std::uint16_t>(at), static_cast<std::uint16_t>(l3), pad};
+  return at;
 }
 
 std::size_t build_trailer(std::uint8_t pad, std::uint32_t icrc, std::span<std::uint8_t> out) noexcept {
@@ -123,15 +155,17 @@ std::size_t build_trailer(std::uint8_t pad, std::uint32_t icrc, std::span<std::u
 
 std::size_t build_frame(const FrameSpec& spec, ByteSpan payload, std::span<std::uint8_t> out) noexcept {
   if (payload.size() > 0xffff) return 0;
-  const HeaderLayout layout = build_headers(spec, static_cast<std::uint32_t>(payload.size()), out);
-  if (layout.size == 0) return 0;
-  const std::size_t total = layout.size + payload.size() + layout.pad + icrc_size;
+  const std::size_t headers = build_headers(spec, static_cast<std::uint32_t>(payload.size()), out);
+  if (headers == 0) return 0;
+  const std::size_t pad = pad_for(payload.size());
+  const std::size_t total = headers + payload.size() + pad + icrc_size;
   if (total > out.size()) return 0;
-  if (!payload.empty()) std::memcpy(out.data() + layout.size, payload.data(), payload.size());
-  std::memset(out.data() + layout.size + payload.size(), 0, layout.pad);
+  if (!payload.empty()) std::memcpy(out.data() + headers, payload.data(), payload.size());
+  std::memset(out.data() + headers + payload.size(), 0, pad);
+  const std::size_t l3 = spec.eth.size();
   const std::size_t icrc_at = total - icrc_size;
   const std::uint32_t icrc =
-      compute_icrc(ByteSpan(out.data() + layout.l3_offset, icrc_at - layout.l3_offset));
+      compute_icrc(ByteSpan(out.data() + l3, icrc_at - l3));
   store_le32(out.data() + icrc_at, icrc);
   return total;
 }
@@ -211,79 +245,66 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
   if (!info.known()) return ParseError::unknown_opcode;
   out.headers = info.headers;
 
-  // Extension headers, in wire order.
+  // Extension headers, in wire order. Their fixed part is checked once
+  // against the bytes before the ICRC; only the ACK's path blocks vary.
   const std::size_t end_of_data = bth_at + udp_payload_len - icrc_size;  // ICRC starts here
   std::size_t at = bth_at + bth_size;
-  auto fits = [&](std::size_t n) { return at + n <= end_of_data; };
+  if (at + extension_sizes[out.bth.opcode] > end_of_data) return ParseError::length_mismatch;
   const std::uint16_t h = info.headers;
   if (h & has_deth) {
-    if (!fits(deth_size)) return ParseError::length_mismatch;
     decode(p + at, out.deth);
     at += deth_size;
   }
   if (h & has_reth) {
-    if (!fits(reth_size)) return ParseError::length_mismatch;
     decode(p + at, out.reth);
     at += reth_size;
   }
   if (h & has_atomic_eth) {
-    if (!fits(atomic_eth_size)) return ParseError::length_mismatch;
     decode(p + at, out.atomic_eth);
     at += atomic_eth_size;
   }
   if (h & has_aeth) {
-    if (!fits(aeth_size)) return ParseError::length_mismatch;
     decode(p + at, out.aeth);
     at += aeth_size;
   }
   if (h & has_atomic_ack_eth) {
-    if (!fits(atomic_ack_eth_size)) return ParseError::length_mismatch;
     out.atomic_ack_orig = load_be64(p + at);
     at += atomic_ack_eth_size;
   }
   if (h & has_mr_data) {
-    if (!fits(mr_data_header_size)) return ParseError::length_mismatch;
     decode(p + at, out.mr_data);
     at += mr_data_header_size;
     if ((out.mr_data.flags & ~mr_flag::defined) != 0 || out.mr_data.path_id >= max_paths)
       return ParseError::bad_header_field;
   }
   if (h & has_mr_write) {
-    if (!fits(mr_write_header_size)) return ParseError::length_mismatch;
     decode(p + at, out.mr_write);
     at += mr_write_header_size;
   }
   if (h & has_mr_send) {
-    if (!fits(mr_send_header_size)) return ParseError::length_mismatch;
     decode(p + at, out.mr_send);
     at += mr_send_header_size;
   }
   if (h & has_mr_ack) {
-    if (!fits(mr_ack_header_size)) return ParseError::length_mismatch;
     decode(p + at, out.mr_ack);
     at += mr_ack_header_size;
     if (out.mr_ack.path_count > max_paths) return ParseError::bad_header_field;
     const std::size_t blocks = std::size_t{out.mr_ack.path_count} * mr_path_ack_size;
-    if (!fits(blocks)) return ParseError::length_mismatch;
+    if (at + blocks > end_of_data) return ParseError::length_mismatch;
     out.mr_path_acks_raw = ByteSpan(p + at, blocks);
     at += blocks;
   } else {
     out.mr_path_acks_raw = {};
   }
   if (h & has_imm) {
-    if (!fits(immdt_size)) return ParseError::length_mismatch;
     out.imm = load_be32(p + at);
     at += immdt_size;
   }
   if (h & has_ieth) {
-    if (!fits(ieth_size)) return ParseError::length_mismatch;
     out.ieth_rkey = load_be32(p + at);
     at += ieth_size;
   }
-  if (h & has_cnp_reserved) {
-    if (!fits(cnp_reserved_size)) return ParseError::length_mismatch;
-    at += cnp_reserved_size;
-  }
+  if (h & has_cnp_reserved) at += cnp_reserved_size;
 
   // Payload and pad.
   const std::size_t payload_and_pad = end_of_data - at;

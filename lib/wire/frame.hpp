@@ -74,17 +74,13 @@ struct FrameSpec {
   return static_cast<std::uint8_t>((4 - (payload_len & 3)) & 3);
 }
 
-struct HeaderLayout {
-  std::uint16_t size = 0;       // bytes written (0: `out` too small or bad spec)
-  std::uint16_t l3_offset = 0;  // where the IP header starts
-  std::uint8_t pad = 0;         // pad bytes the trailer must write
-};
-
 // Writes every header for a payload of `payload_len` bytes that will follow
-// in another buffer. Fails (size 0) when `out` is too small, the IP version is
-// not 4 or 6, or the frame would exceed 65535 bytes of IP.
-HeaderLayout build_headers(const FrameSpec& spec, std::uint32_t payload_len,
-                           std::span<std::uint8_t> out) noexcept;
+// in another buffer; the IP header starts at spec.eth.size() and the trailer
+// carries pad_for(payload_len) pad bytes. Returns the bytes written, or 0 when
+// `out` is too small, the IP version is not 4 or 6, or the frame would exceed
+// 65535 bytes of IP.
+std::size_t build_headers(const FrameSpec& spec, std::uint32_t payload_len,
+                          std::span<std::uint8_t> out) noexcept;
 
 // Writes `pad` zero bytes then the ICRC (least-significant byte first).
 // Returns bytes written (pad + 4), 0 when `out` is too small.

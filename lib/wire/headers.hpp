@@ -442,14 +442,24 @@ inline void decode(const std::uint8_t* p, MrPathAck& h) noexcept {
   for (std::size_t i = 0; i < h.sack.size(); ++i) h.sack[i] = p[12 + i];
 }
 
-// RFC 1071 one's-complement sum over an IPv4 header as stored: returns the
-// checksum to store when the checksum field is zero, and 0 when a stored
-// checksum is correct.
+// RFC 1071 one's-complement sum over an IPv4 header as stored (`len` is
+// IHL * 4, a multiple of 4): returns the checksum to store when the checksum
+// field is zero, and 0 when a stored checksum is correct. Sums 32-bit words
+// into 64 bits and folds once: the same one's-complement sum as 16-bit words.
 [[nodiscard]] inline std::uint16_t ipv4_header_checksum(const std::uint8_t* header,
                                                         std::size_t len) noexcept {
-  std::uint32_t sum = 0;
-  for (std::size_t i = 0; i + 1 < len; i += 2) sum += load_be16(header + i);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  std::uint64_t sum;
+  if (len == ipv4_header_size) {
+    sum = std::uint64_t{load_be32(header)} + load_be32(header + 4) + load_be32(header + 8) +
+          load_be32(header + 12) + load_be32(header + 16);
+  } else {
+    sum = 0;
+    for (std::size_t i = 0; i + 3 < len; i += 4) sum += load_be32(header + i);
+  }
+  sum = (sum & 0xffff'ffff) + (sum >> 32);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<std::uint16_t>(~sum);
 }
 

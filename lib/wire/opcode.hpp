@@ -82,11 +82,61 @@ struct OpcodeInfo {
   [[nodiscard]] constexpr bool has(HeaderFlag f) const noexcept { return (headers & f) != 0; }
 };
 
-// Table indexed by opcode byte; names follow scapy's contrib.roce
-// ("RC_RDMA_WRITE_FIRST") and "MR_*" for metaroce.
-const std::array<OpcodeInfo, 256>& opcode_table() noexcept;
+// Table indexed by opcode byte, built at compile time; names follow scapy's
+// contrib.roce ("RC_RDMA_WRITE_FIRST") and "MR_*" for metaroce. RD opcodes
+// are not supported (they parse as unknown_opcode).
+constexpr std::array<OpcodeInfo, 256> make_opcode_table() noexcept {
+  constexpr std::uint16_t payload = has_payload;
+  std::array<OpcodeInfo, 256> t{};
+  t[0x00] = {"RC_SEND_FIRST", payload};
+  t[0x01] = {"RC_SEND_MIDDLE", payload};
+  t[0x02] = {"RC_SEND_LAST", payload};
+  t[0x03] = {"RC_SEND_LAST_WITH_IMMEDIATE", payload | has_imm};
+  t[0x04] = {"RC_SEND_ONLY", payload};
+  t[0x05] = {"RC_SEND_ONLY_WITH_IMMEDIATE", payload | has_imm};
+  t[0x06] = {"RC_RDMA_WRITE_FIRST", payload | has_reth};
+  t[0x07] = {"RC_RDMA_WRITE_MIDDLE", payload};
+  t[0x08] = {"RC_RDMA_WRITE_LAST", payload};
+  t[0x09] = {"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", payload | has_imm};
+  t[0x0a] = {"RC_RDMA_WRITE_ONLY", payload | has_reth};
+  t[0x0b] = {"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", payload | has_reth | has_imm};
+  t[0x0c] = {"RC_RDMA_READ_REQUEST", has_reth};
+  t[0x0d] = {"RC_RDMA_READ_RESPONSE_FIRST", payload | has_aeth};
+  t[0x0e] = {"RC_RDMA_READ_RESPONSE_MIDDLE", payload};
+  t[0x0f] = {"RC_RDMA_READ_RESPONSE_LAST", payload | has_aeth};
+  t[0x10] = {"RC_RDMA_READ_RESPONSE_ONLY", payload | has_aeth};
+  t[0x11] = {"RC_ACKNOWLEDGE", has_aeth};
+  t[0x12] = {"RC_ATOMIC_ACKNOWLEDGE", has_aeth | has_atomic_ack_eth};
+  t[0x13] = {"RC_COMPARE_SWAP", has_atomic_eth};
+  t[0x14] = {"RC_FETCH_ADD", has_atomic_eth};
+  t[0x16] = {"RC_SEND_LAST_WITH_INVALIDATE", payload | has_ieth};
+  t[0x17] = {"RC_SEND_ONLY_WITH_INVALIDATE", payload | has_ieth};
+  t[0x20] = {"UC_SEND_FIRST", payload};
+  t[0x21] = {"UC_SEND_MIDDLE", payload};
+  t[0x22] = {"UC_SEND_LAST", payload};
+  t[0x23] = {"UC_SEND_LAST_WITH_IMMEDIATE", payload | has_imm};
+  t[0x24] = {"UC_SEND_ONLY", payload};
+  t[0x25] = {"UC_SEND_ONLY_WITH_IMMEDIATE", payload | has_imm};
+  t[0x26] = {"UC_RDMA_WRITE_FIRST", payload | has_reth};
+  t[0x27] = {"UC_RDMA_WRITE_MIDDLE", payload};
+  t[0x28] = {"UC_RDMA_WRITE_LAST", payload};
+  t[0x29] = {"UC_RDMA_WRITE_LAST_WITH_IMMEDIATE", payload | has_imm};
+  t[0x2a] = {"UC_RDMA_WRITE_ONLY", payload | has_reth};
+  t[0x2b] = {"UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", payload | has_reth | has_imm};
+  t[0x64] = {"UD_SEND_ONLY", payload | has_deth};
+  t[0x65] = {"UD_SEND_ONLY_WITH_IMMEDIATE", payload | has_deth | has_imm};
+  t[0x81] = {"CNP", has_cnp_reserved};
+  t[0xc0] = {"MR_WRITE", payload | has_mr_data | has_mr_write};
+  t[0xc1] = {"MR_WRITE_WITH_IMMEDIATE", payload | has_mr_data | has_mr_write | has_imm};
+  t[0xc2] = {"MR_SEND", payload | has_mr_data | has_mr_send};
+  t[0xc3] = {"MR_SEND_WITH_IMMEDIATE", payload | has_mr_data | has_mr_send | has_imm};
+  t[0xc4] = {"MR_ACK", has_mr_ack};
+  return t;
+}
 
-inline const OpcodeInfo& opcode_info(std::uint8_t op) noexcept { return opcode_table()[op]; }
+inline constexpr std::array<OpcodeInfo, 256> opcode_table = make_opcode_table();
+
+inline const OpcodeInfo& opcode_info(std::uint8_t op) noexcept { return opcode_table[op]; }
 
 [[nodiscard]] inline bool is_metaroce_opcode(std::uint8_t op) noexcept {
   return op >= opcode::mr_write && op <= opcode::mr_ack;

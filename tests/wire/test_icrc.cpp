@@ -77,21 +77,23 @@ TEST(Icrc, ScatteredBuildEqualsContiguous) {
       const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, ipv, false);
       const ByteSpan data(payload.data(), len);
       std::array<std::uint8_t, 128> headers{};
-      const HeaderLayout layout = build_headers(spec, static_cast<std::uint32_t>(len), headers);
-      ASSERT_GT(layout.size, 0);
+      const std::size_t header_len = build_headers(spec, static_cast<std::uint32_t>(len), headers);
+      ASSERT_GT(header_len, 0u);
+      const std::size_t l3 = spec.eth.size();
+      const std::uint8_t pad = pad_for(len);
       const std::array<std::uint8_t, 4> pad_bytes{};
       const std::array<ByteSpan, 3> pieces = {
-          ByteSpan(headers.data() + layout.l3_offset, layout.size - layout.l3_offset), data,
-          ByteSpan(pad_bytes.data(), layout.pad)};
+          ByteSpan(headers.data() + l3, header_len - l3), data,
+          ByteSpan(pad_bytes.data(), pad)};
       const std::uint32_t icrc = compute_icrc(pieces);
       std::array<std::uint8_t, 8> trailer{};
-      const std::size_t trailer_len = build_trailer(layout.pad, icrc, trailer);
-      ASSERT_EQ(trailer_len, layout.pad + icrc_size);
+      const std::size_t trailer_len = build_trailer(pad, icrc, trailer);
+      ASSERT_EQ(trailer_len, pad + icrc_size);
 
-      std::vector<std::uint8_t> joined(headers.begin(), headers.begin() + layout.size);
+      std::vector<std::uint8_t> joined(headers.begin(), headers.begin() + static_cast<std::ptrdiff_t>(header_len));
       joined.insert(joined.end(), data.begin(), data.end());
       joined.insert(joined.end(), trailer.begin(), trailer.begin() + static_cast<std::ptrdiff_t>(trailer_len));
-      std::vector<std::uint8_t> contiguous(layout.size + len + 8);
+      std::vector<std::uint8_t> contiguous(header_len + len + 8);
       contiguous.resize(build_frame(spec, data, contiguous));
       ASSERT_EQ(joined, contiguous) << "ipv" << ipv << " len " << len;
     }

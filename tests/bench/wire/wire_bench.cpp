@@ -8,6 +8,7 @@
 #include "../common/capture_reporter.hpp"
 #include "common/json_line.hpp"
 #include "wire/frame.hpp"
+#include "wire/header_template.hpp"
 #include "wire_samples.hpp"
 
 namespace {
@@ -25,8 +26,8 @@ void BM_BuildHeaders(benchmark::State& state) {
   for (auto _ : state) {
     spec.bth.psn = psn++ & psn_mask;
     spec.mr_data.path_seq = psn;
-    const HeaderLayout layout = build_headers(spec, payload_len, headers);
-    benchmark::DoNotOptimize(layout);
+    std::size_t size = build_headers(spec, payload_len, headers);
+    benchmark::DoNotOptimize(size);
     benchmark::ClobberMemory();
   }
 }
@@ -70,14 +71,52 @@ void BM_BuildAndParse(benchmark::State& state) {
   // header bytes as a frame of zero payload.
   for (auto _ : state) {
     spec.bth.psn = psn++ & psn_mask;
-    const HeaderLayout layout = build_headers(spec, 0, frame);
-    ParseError e = parse_frame(ByteSpan(frame.data(), layout.size + icrc_size), parsed,
+    const std::size_t size = build_headers(spec, 0, frame);
+    ParseError e = parse_frame(ByteSpan(frame.data(), size + icrc_size), parsed,
                                ParseOptions{true, false});
     benchmark::DoNotOptimize(e);
     benchmark::DoNotOptimize(parsed);
   }
 }
 BENCHMARK(BM_BuildAndParse);
+
+// The transmit fast path: stamp a path's template, encode the per-packet
+// metaroce extensions, then parse the result as the receiver would.
+void BM_StampAndParse(benchmark::State& state) {
+  const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 4, false);
+  HeaderTemplate tmpl;
+  if (!tmpl.prepare(spec)) state.SkipWithError("template");
+  std::array<std::uint8_t, 256> frame{};
+  ParsedFrame parsed;
+  MrDataHeader data = spec.mr_data;
+  MrWriteHeader write = spec.mr_write;
+  std::uint32_t psn = 0;
+  for (auto _ : state) {
+    ++psn;
+    const std::size_t size = tmpl.stamp(frame, 0, psn, false);
+    data.path_seq = psn;
+    write.msg_offset = psn * 4096;
+    encode(data, frame.data() + tmpl.ext_offset());
+    encode(write, frame.data() + tmpl.ext_offset() + mr_data_header_size);
+    ParseError e = parse_frame(ByteSpan(frame.data(), size + icrc_size), parsed, ParseOptions{true, false});
+    benchmark::DoNotOptimize(e);
+    benchmark::DoNotOptimize(parsed);
+  }
+}
+BENCHMARK(BM_StampAndParse);
+
+void BM_Stamp(benchmark::State& state) {
+  HeaderTemplate tmpl;
+  if (!tmpl.prepare(metaroce::test::sample_spec(opcode::mr_write, 4, false))) state.SkipWithError("template");
+  std::array<std::uint8_t, 256> frame{};
+  std::uint32_t psn = 0;
+  for (auto _ : state) {
+    std::size_t size = tmpl.stamp(frame, 4096, ++psn, false);
+    benchmark::DoNotOptimize(size);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_Stamp);
 
 }  // namespace
 
@@ -92,7 +131,9 @@ int main(int argc, char** argv) {
   j.add("parse_mr_write_ns", reporter.ns("BM_ParseMrWrite"));
   j.add("parse_mr_ack_ns", reporter.ns("BM_ParseMrAck"));
   j.add("parse_rc_write_first_ns", reporter.ns("BM_ParseRcWriteFirst"));
-  j.add("build_parse_ns", reporter.ns("BM_BuildAndParse"));
+  j.add("stamp_headers_ns", reporter.ns("BM_Stamp"));
+  j.add("build_parse_ns", reporter.ns("BM_StampAndParse"));
+  j.add("build_from_spec_parse_ns", reporter.ns("BM_BuildAndParse"));
   j.add("parse_mr_write_4k_with_icrc_ns", reporter.ns("BM_ParseMrWriteWithIcrc"));
   std::printf("%s\n", std::move(j).finish().c_str());
   return 0;
