@@ -52,27 +52,31 @@ void add_syndrome(JsonLine& j, std::uint8_t syn) {
 }
 
 void add_link_and_ip(JsonLine& j, const ParsedFrame& f) {
-  j.add("eth_src", mac_text(f.eth.src));
-  j.add("eth_dst", mac_text(f.eth.dst));
-  if (f.eth.vlan_present) {
-    j.add("vlan", unsigned{f.eth.vlan_id()});
-    j.add("pcp", unsigned{f.eth.vlan_pcp()});
+  const EthernetHeader eth = f.ethernet();
+  j.add("eth_src", mac_text(eth.src));
+  j.add("eth_dst", mac_text(eth.dst));
+  if (eth.vlan_present) {
+    j.add("vlan", unsigned{eth.vlan_id()});
+    j.add("pcp", unsigned{eth.vlan_pcp()});
   }
   j.add("ip_version", unsigned{f.ip_version});
   if (f.ip_version == 4) {
-    j.add("src", ipv4_text(f.ipv4.src));
-    j.add("dst", ipv4_text(f.ipv4.dst));
-    j.add("ttl", unsigned{f.ipv4.ttl});
+    const Ipv4Header ip = f.ipv4();
+    j.add("src", ipv4_text(ip.src));
+    j.add("dst", ipv4_text(ip.dst));
+    j.add("ttl", unsigned{ip.ttl});
   } else {
-    j.add("src", ipv6_text(f.ipv6.src));
-    j.add("dst", ipv6_text(f.ipv6.dst));
-    j.add("ttl", unsigned{f.ipv6.hop_limit});
-    j.add("flow_label", unsigned{f.ipv6.flow_label});
+    const Ipv6Header ip = f.ipv6();
+    j.add("src", ipv6_text(ip.src));
+    j.add("dst", ipv6_text(ip.dst));
+    j.add("ttl", unsigned{ip.hop_limit});
+    j.add("flow_label", unsigned{ip.flow_label});
   }
   j.add("dscp", unsigned{f.dscp()});
   j.add("ecn", unsigned{f.ecn()});
-  j.add("sport", unsigned{f.udp.src_port});
-  j.add("dport", unsigned{f.udp.dst_port});
+  const UdpHeader udp = f.udp();
+  j.add("sport", unsigned{udp.src_port});
+  j.add("dport", unsigned{udp.dst_port});
 }
 
 void add_transport(JsonLine& j, const ParsedFrame& f) {

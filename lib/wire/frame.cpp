@@ -170,29 +170,34 @@ std::size_t build_frame(const FrameSpec& spec, ByteSpan payload, std::span<std::
   return total;
 }
 
+EthernetHeader ParsedFrame::ethernet() const noexcept {
+  EthernetHeader h;
+  const std::uint8_t* p = frame.data();
+  std::memcpy(h.dst.data(), p, 6);
+  std::memcpy(h.src.data(), p + 6, 6);
+  h.vlan_present = load_be16(p + 12) == ethertype_vlan;
+  h.vlan_tci = h.vlan_present ? load_be16(p + 14) : 0;
+  h.ethertype = load_be16(p + (h.vlan_present ? 16 : 12));
+  return h;
+}
+
 ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) noexcept {
   const std::uint8_t* p = frame.data();
   const std::size_t len = frame.size();
+  out.frame = frame;
 
   // Ethernet, with at most one 802.1Q tag.
   if (len < ethernet_header_size) return ParseError::truncated;
-  std::memcpy(out.eth.dst.data(), p, 6);
-  std::memcpy(out.eth.src.data(), p + 6, 6);
   std::size_t l3 = ethernet_header_size;
   std::uint16_t ethertype = load_be16(p + 12);
-  out.eth.vlan_present = ethertype == ethertype_vlan;
-  if (out.eth.vlan_present) {
+  if (ethertype == ethertype_vlan) {
     if (len < ethernet_header_size + vlan_tag_size) return ParseError::truncated;
-    out.eth.vlan_tci = load_be16(p + 14);
     ethertype = load_be16(p + 16);
     l3 += vlan_tag_size;
-  } else {
-    out.eth.vlan_tci = 0;
   }
-  out.eth.ethertype = ethertype;
   out.l3_offset = static_cast<std::uint16_t>(l3);
 
-  // IP.
+  // IP: validated from the bytes; the accessors decode the rest on demand.
   std::size_t ip_payload_len = 0;
   std::size_t l4 = 0;
   if (ethertype == ethertype_ipv4) {
@@ -202,25 +207,24 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
     if (out.ip_version != 4) return ParseError::bad_ip_version;
     const std::size_t ihl = std::size_t{ip[0] & 0x0fu} * 4;
     if (ihl < ipv4_header_size) return ParseError::bad_ip_header_length;
-    decode(ip, out.ipv4);
-    if (out.ipv4.total_length < ihl) return ParseError::bad_ip_length;
-    if (len < l3 + out.ipv4.total_length) return ParseError::truncated;
+    const std::size_t total_length = load_be16(ip + 2);
+    if (total_length < ihl) return ParseError::bad_ip_length;
+    if (len < l3 + total_length) return ParseError::truncated;
     if (options.verify_ip_checksum && ipv4_header_checksum(ip, ihl) != 0)
       return ParseError::bad_ip_checksum;
     if (ihl != ipv4_header_size) return ParseError::ipv4_options;
     if ((load_be16(ip + 6) & 0x3fff) != 0) return ParseError::ip_fragment;
-    if (out.ipv4.protocol != ip_protocol_udp) return ParseError::not_udp;
-    ip_payload_len = out.ipv4.total_length - ihl;
+    if (ip[9] != ip_protocol_udp) return ParseError::not_udp;
+    ip_payload_len = total_length - ihl;
     l4 = l3 + ihl;
   } else if (ethertype == ethertype_ipv6) {
     if (len < l3 + ipv6_header_size) return ParseError::truncated;
     const std::uint8_t* ip = p + l3;
     out.ip_version = static_cast<std::uint8_t>(ip[0] >> 4);
     if (out.ip_version != 6) return ParseError::bad_ip_version;
-    decode(ip, out.ipv6);
-    if (len < l3 + ipv6_header_size + out.ipv6.payload_length) return ParseError::truncated;
-    if (out.ipv6.next_header != ip_protocol_udp) return ParseError::not_udp;
-    ip_payload_len = out.ipv6.payload_length;
+    ip_payload_len = load_be16(ip + 4);
+    if (len < l3 + ipv6_header_size + ip_payload_len) return ParseError::truncated;
+    if (ip[6] != ip_protocol_udp) return ParseError::not_udp;
     l4 = l3 + ipv6_header_size;
   } else {
     out.ip_version = 0;
@@ -230,9 +234,9 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
 
   // UDP.
   if (ip_payload_len < udp_header_size) return ParseError::bad_udp_length;
-  decode(p + l4, out.udp);
-  if (out.udp.length != ip_payload_len) return ParseError::bad_udp_length;
-  if (out.udp.dst_port != roce_udp_port) return ParseError::not_roce_port;
+  if (load_be16(p + l4 + 4) != ip_payload_len) return ParseError::bad_udp_length;
+  if (load_be16(p + l4 + 2) != roce_udp_port) return ParseError::not_roce_port;
+  out.udp_src_port = load_be16(p + l4);
   const std::size_t udp_payload_len = ip_payload_len - udp_header_size;
 
   // BTH.

@@ -90,12 +90,14 @@ std::size_t build_trailer(std::uint8_t pad, std::uint32_t icrc, std::span<std::u
 // `out` is too small or the spec is bad.
 std::size_t build_frame(const FrameSpec& spec, ByteSpan payload, std::span<std::uint8_t> out) noexcept;
 
+// What parse_frame found. The BTH and every header after it are decoded
+// (the transport reads them all); the Ethernet, IP and UDP headers are only
+// validated, and decoded on demand by the accessors, which read the frame:
+// they are valid while the frame's bytes are.
 struct ParsedFrame {
-  EthernetHeader eth{};
+  ByteSpan frame{};
   std::uint8_t ip_version = 0;
-  Ipv4Header ipv4{};  // valid when ip_version == 4
-  Ipv6Header ipv6{};  // valid when ip_version == 6
-  UdpHeader udp{};
+  std::uint16_t udp_src_port = 0;  // the path entropy, wanted on every packet
   Bth bth{};
   std::uint16_t headers = 0;  // HeaderFlag bits of the headers present
   Deth deth{};
@@ -120,8 +122,32 @@ struct ParsedFrame {
   bool icrc_checked = false;
 
   [[nodiscard]] bool has(HeaderFlag f) const noexcept { return (headers & f) != 0; }
-  [[nodiscard]] std::uint8_t ecn() const noexcept { return ip_version == 6 ? ipv6.ecn : ipv4.ecn; }
-  [[nodiscard]] std::uint8_t dscp() const noexcept { return ip_version == 6 ? ipv6.dscp : ipv4.dscp; }
+
+  [[nodiscard]] EthernetHeader ethernet() const noexcept;
+  [[nodiscard]] Ipv4Header ipv4() const noexcept {  // when ip_version == 4
+    Ipv4Header h;
+    decode(frame.data() + l3_offset, h);
+    return h;
+  }
+  [[nodiscard]] Ipv6Header ipv6() const noexcept {  // when ip_version == 6
+    Ipv6Header h;
+    decode(frame.data() + l3_offset, h);
+    return h;
+  }
+  [[nodiscard]] UdpHeader udp() const noexcept {
+    UdpHeader h;
+    decode(frame.data() + l4_offset, h);
+    return h;
+  }
+  // Traffic class byte: IPv4 TOS, or IPv6 bits 4..11.
+  [[nodiscard]] std::uint8_t traffic_class() const noexcept {
+    const std::uint8_t* ip = frame.data() + l3_offset;
+    return ip_version == 6 ? static_cast<std::uint8_t>((ip[0] << 4) | (ip[1] >> 4)) : ip[1];
+  }
+  [[nodiscard]] std::uint8_t ecn() const noexcept { return traffic_class() & 3; }
+  [[nodiscard]] std::uint8_t dscp() const noexcept {
+    return static_cast<std::uint8_t>(traffic_class() >> 2);
+  }
   [[nodiscard]] MrPathAck path_ack(std::size_t i) const noexcept {
     MrPathAck a;
     decode(mr_path_acks_raw.data() + i * mr_path_ack_size, a);

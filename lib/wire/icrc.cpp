@@ -13,6 +13,9 @@ namespace {
 
 constexpr std::size_t lrh_filler_size = 8;
 constexpr std::size_t max_masked_size = 60 /* IPv4 with options */ + udp_header_size + bth_size;
+// Frames up to this many covered bytes are CRCed in one call from scratch.
+constexpr std::size_t scratch_size = 512;
+static_assert(max_masked_size <= scratch_size);
 
 // The CRC state after the 8 filler bytes is the same for every frame.
 std::uint32_t filler_crc() noexcept {
@@ -62,14 +65,24 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
   if (!ipv6 && ip_len < ipv4_header_size) return 0;
   const std::size_t masked_len = ip_len + udp_header_size + bth_size;
 
-  // Gather the masked headers (usually all in piece 0) into a scratch copy.
-  std::array<std::uint8_t, max_masked_size> scratch;
+  std::size_t total = 0;
+  for (const ByteSpan& p : pieces) total += p.size();
+  if (total < masked_len) return 0;
+
+  // Every call to ISA-L costs a fixed ~10 ns, and below 256 bytes it loops
+  // over a table instead of folding (36 ns for 140 bytes, 23 ns for 256,
+  // measured here). A short frame (ACKs, small messages) is therefore
+  // gathered whole with its masked headers and CRCed in one call; a long
+  // one copies only the masked headers and reads the payload in place
+  // (gathering 256 bytes up front measured slower from 1 KiB on).
+  const std::size_t gather = total <= scratch_size ? total : masked_len;
+  std::array<std::uint8_t, scratch_size> scratch;
   std::size_t gathered = 0;
   std::size_t piece = first_piece;
   std::size_t offset_in_piece = 0;
-  while (gathered < masked_len && piece < pieces.size()) {
+  while (gathered < gather) {
     const ByteSpan p = pieces[piece];
-    const std::size_t take = std::min(masked_len - gathered, p.size());
+    const std::size_t take = std::min(gather - gathered, p.size());
     std::memcpy(scratch.data() + gathered, p.data(), take);
     gathered += take;
     if (take == p.size()) {
@@ -78,10 +91,9 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
       offset_in_piece = take;
     }
   }
-  if (gathered < masked_len) return 0;
   mask_variant_fields(scratch.data(), ip_len, ipv6);
 
-  std::uint32_t crc = crc32_gzip_refl(filler_crc(), scratch.data(), masked_len);
+  std::uint32_t crc = crc32_gzip_refl(filler_crc(), scratch.data(), gather);
   for (; piece < pieces.size(); ++piece) {
     const ByteSpan p = pieces[piece].subspan(offset_in_piece);
     offset_in_piece = 0;

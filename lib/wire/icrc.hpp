@@ -9,8 +9,10 @@
 // byte-by-byte rules.
 //
 // The frame may be given in pieces (headers in one buffer, payload in
-// another, pad and ICRC in a third): nothing is copied but the <= 88 bytes of
-// masked headers. ISA-L's folding CRC takes a seed, so the pieces chain.
+// another, pad and ICRC in a third): only the masked headers (<= 88 bytes)
+// are copied, or the whole frame when it is at most 512 bytes (one CRC call
+// is cheaper than several on short inputs); the rest is read in place, the
+// pieces chained through the CRC seed.
 #pragma once
 
 #include <cstddef>

@@ -51,12 +51,26 @@ TEST(Frame, EverySampleRoundTrips) {
     ASSERT_EQ(parse_frame(frame, p), ParseError::ok) << info.name;
     SCOPED_TRACE(std::string(info.name));
     EXPECT_EQ(p.ip_version, spec.ip_version);
-    EXPECT_EQ(p.eth.vlan_present, spec.eth.vlan_present);
-    EXPECT_EQ(p.eth.vlan_tci, spec.eth.vlan_tci);
-    EXPECT_EQ(p.eth.src, spec.eth.src);
-    EXPECT_EQ(p.eth.dst, spec.eth.dst);
-    EXPECT_EQ(p.udp.src_port, spec.udp.src_port);
-    EXPECT_EQ(p.udp.dst_port, roce_udp_port);
+    const EthernetHeader eth = p.ethernet();
+    EXPECT_EQ(eth.vlan_present, spec.eth.vlan_present);
+    EXPECT_EQ(eth.vlan_tci, spec.eth.vlan_tci);
+    EXPECT_EQ(eth.src, spec.eth.src);
+    EXPECT_EQ(eth.dst, spec.eth.dst);
+    EXPECT_EQ(eth.ethertype, spec.ip_version == 6 ? ethertype_ipv6 : ethertype_ipv4);
+    EXPECT_EQ(p.udp_src_port, spec.udp.src_port);
+    EXPECT_EQ(p.udp().src_port, spec.udp.src_port);
+    EXPECT_EQ(p.udp().dst_port, roce_udp_port);
+    EXPECT_EQ(p.udp().length, frame.size() - p.l4_offset);
+    if (spec.ip_version == 4) {
+      EXPECT_EQ(p.ipv4().src, spec.ipv4.src);
+      EXPECT_EQ(p.ipv4().dst, spec.ipv4.dst);
+      EXPECT_EQ(p.ipv4().identification, spec.ipv4.identification);
+      EXPECT_EQ(p.ipv4().total_length, frame.size() - p.l3_offset);
+    } else {
+      EXPECT_EQ(p.ipv6().src, spec.ipv6.src);
+      EXPECT_EQ(p.ipv6().flow_label, spec.ipv6.flow_label);
+      EXPECT_EQ(p.ipv6().payload_length, frame.size() - p.l4_offset);
+    }
     EXPECT_EQ(p.ecn(), 2);
     EXPECT_EQ(p.dscp(), 26);
     expect_same_bth(p.bth, spec.bth);

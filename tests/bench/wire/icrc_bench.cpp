@@ -1,6 +1,6 @@
 // ICRC throughput over whole frames (IP header to payload end) at the frame
 // payload sizes of the issue: 64 B, 1 KiB, 4 KiB, 9000 B. Last line: JSON.
-#include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -40,7 +40,7 @@ void BM_Icrc(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.covered.size()));
 }
-BENCHMARK(BM_Icrc)->Arg(64)->Arg(1024)->Arg(4096)->Arg(9000)->MinTime(0.5);
+BENCHMARK(BM_Icrc)->Arg(64)->Arg(1024)->Arg(4096)->Arg(9000)->MinTime(0.2);
 
 // The payload in its own buffer, as with an mbuf whose payload is attached
 // from registered memory.
@@ -57,12 +57,14 @@ void BM_IcrcScattered(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.covered.size()));
 }
-BENCHMARK(BM_IcrcScattered)->Arg(64)->Arg(4096)->MinTime(0.5);
+BENCHMARK(BM_IcrcScattered)->Arg(64)->Arg(4096)->MinTime(0.2);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+  std::vector<char*> args = metaroce::bench::with_default_repetitions(argc, argv);
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
   metaroce::bench::CaptureReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
@@ -71,18 +73,18 @@ int main(int argc, char** argv) {
   j.add("bench", "icrc");
   j.begin_object("GBps");
   for (std::size_t size : sizes) {
-    const double ns = reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.500");
+    const double ns = reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.200");
     const double bytes = static_cast<double>(make_frame(size).covered.size());
     j.add(std::to_string(size), ns > 0 ? bytes / ns : 0.0);
   }
   j.end_object();
   j.begin_object("ns_per_frame");
   for (std::size_t size : sizes) {
-    j.add(std::to_string(size), reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.500"));
+    j.add(std::to_string(size), reporter.ns("BM_Icrc/" + std::to_string(size) + "/min_time:0.200"));
   }
   j.end_object();
-  j.add("scattered_4096_ns", reporter.ns("BM_IcrcScattered/4096/min_time:0.500"));
+  j.add("scattered_4096_ns", reporter.ns("BM_IcrcScattered/4096/min_time:0.200"));
   j.add("isa", crc_implementation());
-  std::printf("%s\n", std::move(j).finish().c_str());
+  std::cout << std::move(j).finish() << std::endl;  // after the reporter's std::cout lines
   return 0;
 }

@@ -1,6 +1,6 @@
 // Header build and parse cost per packet, without the ICRC (measured by the
 // icrc benchmark) and with it. Last line: JSON.
-#include <cstdio>
+#include <iostream>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -121,7 +121,9 @@ BENCHMARK(BM_Stamp);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+  std::vector<char*> args = metaroce::bench::with_default_repetitions(argc, argv);
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
   metaroce::bench::CaptureReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
@@ -135,6 +137,6 @@ int main(int argc, char** argv) {
   j.add("build_parse_ns", reporter.ns("BM_StampAndParse"));
   j.add("build_from_spec_parse_ns", reporter.ns("BM_BuildAndParse"));
   j.add("parse_mr_write_4k_with_icrc_ns", reporter.ns("BM_ParseMrWriteWithIcrc"));
-  std::printf("%s\n", std::move(j).finish().c_str());
+  std::cout << std::move(j).finish() << std::endl;  // after the reporter's std::cout lines
   return 0;
 }
