@@ -1,0 +1,34 @@
+#include "transport/config.hpp"
+
+#include <fmt/format.h>
+
+namespace metaroce::transport {
+namespace {
+bool power_of_two(std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+}  // namespace
+
+std::string validate(const ConnectionConfig& c) {
+  if (c.mtu < 256 || c.mtu > 9000)
+    return fmt::format("mtu {} is outside 256..9000 payload bytes", c.mtu);
+  if (c.mode == Mode::metaroce && (c.paths < 1 || c.paths > wire::max_paths))
+    return fmt::format("paths {} is outside 1..{} (metaroce mode)", c.paths, wire::max_paths);
+  if (c.mode == Mode::rocev2 && c.paths != 1)
+    return fmt::format("paths {}: rocev2 mode has exactly one path", c.paths);
+  if (c.streams < 1 || c.streams > 1024) return fmt::format("streams {} is outside 1..1024", c.streams);
+  if (c.local_qpn > wire::qpn_mask || c.peer_qpn > wire::qpn_mask) return "a QPN does not fit in 24 bits";
+  if (c.initial_psn > wire::psn_mask || c.peer_initial_psn > wire::psn_mask)
+    return "an initial PSN does not fit in 24 bits";
+  if (!power_of_two(c.psn_window) || c.psn_window > (1u << 22))
+    return fmt::format("psn_window {} must be a power of two up to 4194304", c.psn_window);
+  if (!power_of_two(c.stream_window) || c.stream_window > (1u << 16))
+    return fmt::format("stream_window {} must be a power of two up to 65536", c.stream_window);
+  if (c.path_window < 1 || c.path_window > wire::sack_bits)
+    return fmt::format("path_window {} is outside 1..{}", c.path_window, wire::sack_bits);
+  if (c.ack_every_packets < 1) return "ack_every_packets must be at least 1";
+  if (c.endpoints.ip_version != 4 && c.endpoints.ip_version != 6) return "ip_version must be 4 or 6";
+  if (c.min_rto == 0 || c.min_rto > c.max_rto) return "min_rto must be > 0 and <= max_rto";
+  if (static_cast<std::uint32_t>(c.base_src_port) + c.paths > 65535u) return "base_src_port + paths exceeds 65535";
+  return {};
+}
+
+}  // namespace metaroce::transport

@@ -1,0 +1,65 @@
+// What a connection is: addresses, mode, geometry and protocol timers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "transport/types.hpp"
+#include "wire/headers.hpp"
+
+namespace metaroce::transport {
+
+struct Endpoints {
+  wire::MacAddress local_mac{};
+  wire::MacAddress peer_mac{};
+  std::uint8_t ip_version = 4;
+  std::uint32_t local_ipv4 = 0;
+  std::uint32_t peer_ipv4 = 0;
+  wire::Ipv6Address local_ipv6{};
+  wire::Ipv6Address peer_ipv6{};
+  bool vlan_present = false;
+  std::uint16_t vlan_tci = 0;
+  std::uint8_t dscp = 26;
+};
+
+struct ConnectionConfig {
+  Mode mode = Mode::metaroce;
+  Endpoints endpoints{};
+  std::uint32_t local_qpn = 1;      // 24 bits; packets for us carry it as destination QP
+  std::uint32_t peer_qpn = 1;
+  std::uint32_t initial_psn = 0;    // first PSN we send
+  std::uint32_t peer_initial_psn = 0;  // first PSN the peer sends
+  std::uint32_t mtu = 4096;         // payload bytes per packet, 256..9000
+  std::uint16_t paths = 1;          // metaroce: 1..64; rocev2: 1
+  std::uint16_t streams = 1;        // ordered streams above, 1..1024
+  std::uint16_t base_src_port = 49152;  // path i starts at base + i
+
+  // Connection window: PSNs sent and not yet acknowledged, and the receive
+  // bitmap that drops duplicates. A power of two.
+  std::uint32_t psn_window = 16384;
+  // Messages of one stream in flight at once (receive tracking ring). A power of two.
+  std::uint32_t stream_window = 1024;
+  // Packets a path may have in flight: at most 256, the SACK bitmap's reach.
+  std::uint32_t path_window = 256;
+
+  // ACK coalescing: an ACK after this many data packets or this long after
+  // the first unacknowledged one, whichever comes first; at once on a gap
+  // or AckReq.
+  std::uint32_t ack_every_packets = 16;
+  Time ack_delay = 4'000;
+
+  Time initial_rto = 200'000;  // before any RTT sample
+  Time min_rto = 50'000;
+  Time max_rto = 100'000'000;
+  std::uint32_t retry_limit = 7;      // timeouts of one packet before retry_exceeded
+  std::uint32_t rnr_retry_limit = 7;  // RNR NAKs of one message before rnr_retry_exceeded
+  Time rnr_delay = 20'000;
+  // A path that times out this many times in a row is failed: it gets a
+  // new UDP source port and carries only probes until one is acknowledged.
+  std::uint32_t path_fail_timeouts = 2;
+};
+
+// Empty when the config is usable; otherwise what is wrong and how to fix it.
+[[nodiscard]] std::string validate(const ConnectionConfig& c);
+
+}  // namespace metaroce::transport

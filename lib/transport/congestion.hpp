@@ -1,0 +1,44 @@
+// What the transport asks of congestion control: how many packets each path
+// and the connection may have in flight, fed by send, ACK and loss events.
+// lib/cc brings the real algorithms (metaroce ECN-AIMD, DCQCN); FixedWindow
+// is the no-control baseline used by tests.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/types.hpp"
+
+namespace metaroce::transport {
+
+class CongestionControl {
+ public:
+  virtual ~CongestionControl() = default;
+  virtual void on_send(std::uint16_t path, std::uint32_t bytes, Time now) = 0;
+  // `ce_marks`: new ECN-CE marks the receiver reported for the path.
+  virtual void on_ack(std::uint16_t path, std::uint32_t packets_acked, std::uint32_t ce_marks,
+                      Time rtt_sample, Time now) = 0;
+  virtual void on_loss(std::uint16_t path, Time now) = 0;
+  virtual void on_rate_hint(std::uint32_t mbps, Time now) = 0;
+  // Packets the path may have in flight (the transport also caps it at 256).
+  [[nodiscard]] virtual std::uint32_t path_window(std::uint16_t path) const = 0;
+  // Packets the connection may have in flight over all paths.
+  [[nodiscard]] virtual std::uint32_t connection_window() const = 0;
+};
+
+class FixedWindow final : public CongestionControl {
+ public:
+  FixedWindow(std::uint32_t per_path, std::uint32_t per_connection)
+      : per_path_(per_path), per_connection_(per_connection) {}
+  void on_send(std::uint16_t, std::uint32_t, Time) override {}
+  void on_ack(std::uint16_t, std::uint32_t, std::uint32_t, Time, Time) override {}
+  void on_loss(std::uint16_t, Time) override {}
+  void on_rate_hint(std::uint32_t, Time) override {}
+  [[nodiscard]] std::uint32_t path_window(std::uint16_t) const override { return per_path_; }
+  [[nodiscard]] std::uint32_t connection_window() const override { return per_connection_; }
+
+ private:
+  std::uint32_t per_path_;
+  std::uint32_t per_connection_;
+};
+
+}  // namespace metaroce::transport

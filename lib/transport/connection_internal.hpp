@@ -1,0 +1,139 @@
+// Private: the state behind Connection, shared by its .cpp files only.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <deque>
+
+#include "transport/connection.hpp"
+
+namespace metaroce::transport {
+
+// A send work request being carried out.
+struct Connection::SendMessage {
+  SendRequest request;
+  std::uint32_t msg_seq = 0;   // per stream
+  std::uint32_t recv_seq = 0;  // per stream, for messages that consume a receive
+  std::uint64_t next_offset = 0;  // segmentation cursor
+  std::uint32_t packets_total = 0;
+  std::uint32_t packets_assigned = 0;
+  std::uint32_t packets_acked = 0;
+  std::uint32_t rnr_retries = 0;
+  std::uint64_t last_rel = 0;  // rel of its last packet assigned so far
+  bool finished = false;   // every packet acknowledged, or failed
+  bool completed = false;  // its completion was delivered
+  CompletionStatus status = CompletionStatus::success;
+};
+
+// One PSN's packet, from its first transmission until it is acknowledged.
+struct Connection::TxPacket {
+  enum State : std::uint8_t { free_slot, in_flight, lost, rnr_wait, acked };
+  SendMessage* message = nullptr;
+  std::uint32_t offset = 0;
+  std::uint32_t length = 0;
+  std::uint32_t path_seq = 0;  // of its latest transmission
+  std::uint16_t path = 0;
+  State state = free_slot;
+  bool last = false;
+  std::uint8_t timeouts = 0;
+  std::uint16_t transmissions = 0;
+};
+
+// Send side of a path. seq_slot[s % 256] holds what path sequence s carried
+// while it is unresolved (neither acknowledged nor declared lost).
+struct Connection::TxPath {
+  static constexpr std::uint64_t no_packet = ~std::uint64_t{0};
+  static constexpr std::uint64_t probe = no_packet - 1;
+
+  TxPath()
+      : rto_timer(&Connection::rto_callback), probe_timer(&Connection::probe_callback) {}
+
+  Connection* owner = nullptr;
+  std::uint16_t id = 0;
+  std::uint16_t src_port = 0;
+  PathState state = PathState::active;
+  std::uint32_t next_seq = 0;
+  std::uint32_t una = 0;  // oldest unresolved sequence (== next_seq when none)
+  std::uint32_t in_flight = 0;         // data packets unresolved (the window counts these)
+  std::uint32_t probes_in_flight = 0;  // probes unresolved
+  std::array<std::uint64_t, wire::sack_bits> seq_slot;
+  // Templates per opcode, rebuilt when the source port changes.
+  wire::HeaderTemplate write_template, write_imm_template, send_template, send_imm_template,
+      probe_template;
+  timer::Timer rto_timer;
+  timer::Timer probe_timer;
+  bool probe_due = false;
+  std::uint32_t consecutive_timeouts = 0;
+  Time last_progress = 0;
+  Time srtt = 0;
+  Time rttvar = 0;
+  bool has_rtt = false;
+  std::uint16_t last_ce_count = 0;
+  std::uint32_t entropy_round = 0;
+  PathInfo stats;
+
+  [[nodiscard]] std::uint32_t unresolved() const noexcept { return in_flight + probes_in_flight; }
+  [[nodiscard]] bool holds(std::uint32_t seq) const noexcept {
+    return static_cast<std::int32_t>(seq - una) >= 0 && static_cast<std::int32_t>(next_seq - seq) > 0;
+  }
+};
+
+// Receive side of a path: cum is the first sequence not received (or no
+// longer tracked); bit i of sack means cum + 1 + i arrived.
+struct Connection::RxPath {
+  std::uint32_t cum = 0;
+  std::array<std::uint64_t, 4> sack{};
+  std::uint16_t ce_count = 0;
+  std::uint32_t ts_echo = 0;
+  bool news = false;  // something to report since the last ACK
+
+  [[nodiscard]] bool bit(std::uint32_t i) const noexcept { return (sack[i / 64] >> (i % 64)) & 1u; }
+  void set(std::uint32_t i) noexcept { sack[i / 64] |= std::uint64_t{1} << (i % 64); }
+  // Drops the lowest n bits (n <= 256), moving the window up by n.
+  void shift(std::uint32_t n) noexcept {
+    if (n >= 256) {
+      sack = {};
+      return;
+    }
+    const std::uint32_t words = n / 64;
+    const std::uint32_t bits = n % 64;
+    for (std::uint32_t w = 0; w < 4; ++w) {
+      const std::uint32_t from = w + words;
+      std::uint64_t v = from < 4 ? sack[from] >> bits : 0;
+      if (bits != 0 && from + 1 < 4) v |= sack[from + 1] << (64 - bits);
+      sack[w] = v;
+    }
+  }
+  // Consecutive set bits from bit 0.
+  [[nodiscard]] std::uint32_t leading_run() const noexcept {
+    std::uint32_t n = 0;
+    for (std::uint64_t w : sack) {
+      const auto ones = static_cast<std::uint32_t>(std::countr_one(w));
+      n += ones;
+      if (ones < 64) break;
+    }
+    return n;
+  }
+};
+
+// A message being received: placed in any order, completed in order.
+struct Connection::RxMessage {
+  bool active = false;
+  bool is_send = false;
+  bool has_imm = false;
+  bool last_seen = false;
+  std::uint32_t imm = 0;
+  std::uint32_t recv_seq = 0;
+  std::uint64_t length = 0;
+  std::uint64_t placed = 0;
+};
+
+struct Connection::RxStream {
+  std::uint32_t next_complete = 0;  // msg_seq of the next message to complete
+  std::vector<RxMessage> ring;      // indexed by msg_seq & (stream_window - 1)
+  std::deque<ReceiveRequest> posted;
+  std::uint32_t posted_base = 0;  // recv_seq of posted.front()
+};
+
+}  // namespace metaroce::transport

@@ -1,0 +1,558 @@
+// Connection, send side: segmentation, spraying over paths, SACK processing,
+// loss recovery (gap, tail-loss probe, timeout), failed paths, RNR retry.
+#include <algorithm>
+
+#include "transport/connection_internal.hpp"
+
+namespace metaroce::transport {
+namespace {
+
+std::uint32_t micros(Time now) noexcept { return static_cast<std::uint32_t>(now / 1000); }
+
+wire::FrameSpec base_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port) {
+  wire::FrameSpec s;
+  const Endpoints& e = c.endpoints;
+  s.eth.src = e.local_mac;
+  s.eth.dst = e.peer_mac;
+  s.eth.vlan_present = e.vlan_present;
+  s.eth.vlan_tci = e.vlan_tci;
+  s.ip_version = e.ip_version;
+  s.ipv4.src = e.local_ipv4;
+  s.ipv4.dst = e.peer_ipv4;
+  s.ipv4.dscp = e.dscp;
+  s.ipv4.ecn = 2;  // ECT(0): a fabric may mark CE
+  s.ipv6.src = e.local_ipv6;
+  s.ipv6.dst = e.peer_ipv6;
+  s.ipv6.dscp = e.dscp;
+  s.ipv6.ecn = 2;
+  s.udp.src_port = src_port;
+  s.bth.opcode = opcode;
+  s.bth.dest_qp = c.peer_qpn;
+  return s;
+}
+
+}  // namespace
+
+void Connection::build_templates(TxPath& path) {
+  const auto prepare = [&](wire::HeaderTemplate& t, std::uint8_t op) {
+    const bool ok = t.prepare(base_spec(config_, op, path.src_port));
+    (void)ok;  // every metaroce data opcode fits a template (tests pin it)
+  };
+  prepare(path.write_template, wire::opcode::mr_write);
+  prepare(path.write_imm_template, wire::opcode::mr_write_imm);
+  prepare(path.send_template, wire::opcode::mr_send);
+  prepare(path.send_imm_template, wire::opcode::mr_send_imm);
+  prepare(path.probe_template, wire::opcode::mr_probe);
+}
+
+// ---------------------------------------------------------------- timers
+
+namespace {
+Time path_rto(const ConnectionConfig& c, Time srtt, Time rttvar, bool has_rtt, std::uint32_t backoff) {
+  Time rto = has_rtt ? srtt + 4 * rttvar + c.ack_delay : c.initial_rto;
+  rto = std::max(rto, c.min_rto);
+  for (std::uint32_t i = 0; i < backoff && rto < c.max_rto; ++i) rto *= 2;
+  return std::min(rto, c.max_rto);
+}
+}  // namespace
+
+void Connection::arm_path_timers(Time now, TxPath& path) {
+  if (path.unresolved() == 0) {
+    wheel_.cancel(path.rto_timer);
+    wheel_.cancel(path.probe_timer);
+    return;
+  }
+  const Time rto = path_rto(config_, path.srtt, path.rttvar, path.has_rtt, path.consecutive_timeouts);
+  path.stats.rto = rto;
+  if (!path.rto_timer.armed()) wheel_.arm(path.rto_timer, now + rto);
+  // Tail-loss probe: two RTTs of silence after the last send or progress.
+  const Time pto = path.has_rtt ? 2 * path.srtt + config_.ack_delay : rto / 2;
+  if (path.state == PathState::active) wheel_.rearm(path.probe_timer, now + std::max(pto, config_.ack_delay));
+}
+
+void Connection::rto_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
+  auto* path = static_cast<TxPath*>(t.owner());
+  path->owner->on_rto(now, path->id);
+}
+
+void Connection::probe_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
+  auto* path = static_cast<TxPath*>(t.owner());
+  path->owner->on_tail_probe(path->id);
+}
+
+void Connection::rnr_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
+  static_cast<Connection*>(t.owner())->on_rnr_timer(now);
+}
+
+void Connection::on_tail_probe(std::uint16_t path_id) {
+  TxPath& path = tx_paths_[path_id];
+  if (path.unresolved() == 0 || state_ != ConnectionState::ready) return;
+  path.probe_due = true;
+  wants_poll_ = true;
+}
+
+// A path's timeout is not evidence of loss: the packets may sit in a queue
+// and the ACKs may have been lost. So a timeout sends a probe (whose ACK
+// carries the path's whole SACK state) and backs off; only a path that
+// times out path_fail_timeouts times in a row is declared failed, its
+// unresolved packets moved to the other paths and its UDP source port
+// changed. Losses are otherwise declared by SACK gaps alone, so a network
+// that only drops packets causes no spurious retransmission.
+void Connection::on_rto(Time now, std::uint16_t path_id) {
+  TxPath& path = tx_paths_[path_id];
+  if (path.unresolved() == 0 || state_ != ConnectionState::ready) return;
+  ++counters_.rto_timeouts;
+  ++path.stats.timeouts;
+  ++path.consecutive_timeouts;
+  path.probe_due = true;
+  wants_poll_ = true;
+
+  if (path.state == PathState::failed) {
+    // A failed path's probe went unanswered too. When no path works, the
+    // peer is unreachable: give up after retry_limit such rounds.
+    bool any_active = false;
+    for (std::uint16_t p = 0; p < config_.paths; ++p) any_active = any_active || tx_paths_[p].state == PathState::active;
+    if (!any_active && ++stalled_rounds_ > config_.retry_limit && snd_una_ < snd_next_) {
+      fail(CompletionStatus::retry_exceeded, tx_[snd_una_ & (config_.psn_window - 1)].message);
+      return;
+    }
+  } else if (path.consecutive_timeouts >= config_.path_fail_timeouts) {
+    // Probably a dead route: move the path to another ECMP hash bucket and
+    // its unresolved packets to the other paths.
+    path.state = PathState::failed;
+    ++counters_.paths_failed;
+    ++path.stats.entropy_changes;
+    ++path.entropy_round;
+    const std::uint32_t mix = (path.id + 1u) * 2654435761u + path.entropy_round * 40503u;
+    std::uint16_t port = static_cast<std::uint16_t>(49152u + (mix >> 16) % 16384u);
+    if (port == path.src_port) port = static_cast<std::uint16_t>(49152u + (port - 49152u + 1) % 16384u);
+    path.src_port = port;
+    build_templates(path);
+    for (std::uint32_t s = path.una; s != path.next_seq; ++s) {
+      const std::uint64_t slot = path.seq_slot[s % wire::sack_bits];
+      if (slot == TxPath::no_packet) continue;
+      if (slot != TxPath::probe && slot >= snd_una_ && slot < snd_next_) {
+        TxPacket& pkt = tx_[slot & (config_.psn_window - 1)];
+        if (pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == s &&
+            ++pkt.timeouts > config_.retry_limit) {
+          fail(CompletionStatus::retry_exceeded, pkt.message);
+          return;
+        }
+      }
+      resolve(now, path_id, s, false);
+    }
+  }
+  const Time rto = path_rto(config_, path.srtt, path.rttvar, path.has_rtt, path.consecutive_timeouts);
+  path.stats.rto = rto;
+  wheel_.rearm(path.rto_timer, now + rto);
+}
+
+void Connection::on_rnr_timer(Time) {
+  for (std::uint64_t rel : rnr_queue_) {
+    if (rel < snd_una_ || rel >= snd_next_) continue;
+    TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+    if (pkt.state != TxPacket::rnr_wait) continue;
+    pkt.state = TxPacket::lost;
+    retransmit_queue_.push_back(rel);
+  }
+  rnr_queue_.clear();
+  wants_poll_ = true;
+}
+
+// ---------------------------------------------------------------- transmit
+
+std::int32_t Connection::pick_path(bool for_retransmit) noexcept {
+  std::int32_t best = -1;
+  const std::uint32_t n = config_.paths;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint32_t p = for_retransmit ? i : (rr_next_path_ + i) % n;
+    const TxPath& path = tx_paths_[p];
+    if (path.state != PathState::active) continue;
+    const std::uint32_t window =
+        std::min({config_.path_window, congestion_->path_window(static_cast<std::uint16_t>(p)),
+                  static_cast<std::uint32_t>(wire::sack_bits)});
+    // A path's unresolved span (una..next_seq) must stay within the SACK
+    // bitmap's reach, not only its count in flight.
+    if (path.in_flight >= window || path.next_seq - path.una >= wire::sack_bits) continue;
+    if (!for_retransmit) {
+      rr_next_path_ = (p + 1) % n;
+      return static_cast<std::int32_t>(p);
+    }
+    // Retransmissions go to the path with the most room.
+    if (best < 0 || path.in_flight < tx_paths_[static_cast<std::uint32_t>(best)].in_flight)
+      best = static_cast<std::int32_t>(p);
+  }
+  return best;
+}
+
+bool Connection::next_new_packet(std::uint64_t& rel) {
+  while (segment_index_ < send_queue_.size()) {
+    SendMessage& m = *send_queue_[segment_index_];
+    if (m.packets_assigned == m.packets_total) {
+      ++segment_index_;
+      continue;
+    }
+    // The receiver tracks stream_window messages per stream.
+    const auto& stream = stream_sends_[m.request.stream];
+    if (!stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window) return false;
+    rel = snd_next_++;
+    TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+    pkt = TxPacket{};
+    pkt.message = &m;
+    pkt.offset = static_cast<std::uint32_t>(m.next_offset);
+    pkt.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.mtu, m.request.length - m.next_offset));
+    pkt.last = m.next_offset + pkt.length == m.request.length;
+    pkt.state = TxPacket::lost;  // not yet on a path; send_data_packet puts it on one
+    m.next_offset += pkt.length;
+    ++m.packets_assigned;
+    m.last_rel = rel;
+    return true;
+  }
+  return false;
+}
+
+bool Connection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
+  const std::int32_t chosen = pick_path(tx_[rel & (config_.psn_window - 1)].transmissions > 0);
+  if (chosen < 0) return false;
+  const auto path_id = static_cast<std::uint16_t>(chosen);
+  TxPath& path = tx_paths_[path_id];
+  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  const SendMessage& m = *pkt.message;
+  const SendRequest& r = m.request;
+  const bool retransmit = pkt.transmissions > 0;
+  const bool with_imm = has_imm(r.op) && pkt.last;
+  const wire::HeaderTemplate& t = is_write(r.op) ? (with_imm ? path.write_imm_template : path.write_template)
+                                                 : (with_imm ? path.send_imm_template : path.send_template);
+
+  const std::span<std::uint8_t> h = out.header_space(t.size());
+  t.stamp(h, pkt.length, wire_psn(rel), pkt.last);
+  std::uint8_t* ext = h.data() + t.ext_offset();
+  const std::uint32_t seq = path.next_seq;
+  wire::MrDataHeader data;
+  data.path_id = static_cast<std::uint8_t>(path_id);
+  data.flags = static_cast<std::uint8_t>((pkt.last ? wire::mr_flag::last : 0) |
+                                         (retransmit ? wire::mr_flag::retransmit : 0));
+  data.stream_id = r.stream;
+  data.path_seq = seq;
+  data.msg_seq = m.msg_seq;
+  data.tsval = micros(now);
+  wire::encode(data, ext);
+  ext += wire::mr_data_header_size;
+  if (is_write(r.op)) {
+    wire::encode(wire::MrWriteHeader{r.remote_addr + pkt.offset, r.rkey, static_cast<std::uint32_t>(r.length),
+                                     pkt.offset},
+                 ext);
+    ext += wire::mr_write_header_size;
+  } else {
+    wire::encode(wire::MrSendHeader{m.recv_seq, static_cast<std::uint32_t>(r.length), pkt.offset}, ext);
+    ext += wire::mr_send_header_size;
+  }
+  if (with_imm) wire::store_be32(ext, r.imm);
+
+  const wire::ByteSpan payload(r.local_addr == nullptr ? nullptr : r.local_addr + pkt.offset, pkt.length);
+  const std::uint8_t pad = wire::pad_for(pkt.length);
+  static constexpr std::array<std::uint8_t, 4> zeros{};
+  const std::array<wire::ByteSpan, 3> pieces = {
+      wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
+      wire::ByteSpan(zeros.data(), pad)};
+  std::array<std::uint8_t, 8> trailer{};
+  const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+  out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+
+  path.seq_slot[seq % wire::sack_bits] = rel;
+  ++path.next_seq;
+  ++path.in_flight;
+  ++path.stats.sent;
+  pkt.path = path_id;
+  pkt.path_seq = seq;
+  pkt.state = TxPacket::in_flight;
+  ++pkt.transmissions;
+  if (retransmit) {
+    ++counters_.retransmitted_packets;
+    ++path.stats.retransmitted;
+  } else {
+    ++counters_.data_packets_sent;
+    counters_.data_bytes_sent += pkt.length;
+  }
+  congestion_->on_send(path_id, pkt.length, now);
+  if (!path.rto_timer.armed()) path.last_progress = now;
+  arm_path_timers(now, path);
+  return true;
+}
+
+bool Connection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
+  TxPath& path = tx_paths_[path_id];
+  if (path.next_seq - path.una >= wire::sack_bits) return false;
+  const wire::HeaderTemplate& t = path.probe_template;
+  const std::span<std::uint8_t> h = out.header_space(t.size());
+  t.stamp(h, 0, 0, true);
+  const std::uint32_t seq = path.next_seq;
+  wire::MrDataHeader data;
+  data.path_id = static_cast<std::uint8_t>(path_id);
+  data.path_seq = seq;
+  data.tsval = micros(now);
+  wire::encode(data, h.data() + t.ext_offset());
+  std::array<std::uint8_t, 8> trailer{};
+  const std::size_t trailer_len = wire::build_trailer(
+      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+  out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  path.seq_slot[seq % wire::sack_bits] = TxPath::probe;
+  ++path.next_seq;
+  ++path.probes_in_flight;
+  ++counters_.probes_sent;
+  if (path.state == PathState::failed) {
+    // The probe's own timeout decides whether the path is still dead.
+    wheel_.rearm(path.rto_timer,
+                 now + path_rto(config_, path.srtt, path.rttvar, path.has_rtt, path.consecutive_timeouts));
+  } else {
+    arm_path_timers(now, path);
+  }
+  return true;
+}
+
+void Connection::poll(Time now, TxBatch& out) {
+  wants_poll_ = false;
+  if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
+  const std::size_t start = out.size();
+  emit_acks(now, out);
+  if (state_ != ConnectionState::ready) return;
+
+  for (std::uint16_t p = 0; p < config_.paths; ++p) {
+    TxPath& path = tx_paths_[p];
+    if (path.probe_due && send_probe(now, p, out)) path.probe_due = false;
+  }
+  while (!retransmit_queue_.empty() && out.size() - start < burst_limit) {
+    const std::uint64_t rel = retransmit_queue_.front();
+    if (rel < snd_una_ || rel >= snd_next_ || tx_[rel & (config_.psn_window - 1)].state != TxPacket::lost) {
+      retransmit_queue_.pop_front();
+      continue;
+    }
+    if (!send_data_packet(now, rel, out)) break;
+    retransmit_queue_.pop_front();
+  }
+  // New packets wait for the retransmissions: lost data goes first.
+  while (retransmit_queue_.empty() && out.size() - start < burst_limit) {
+    if (snd_next_ - snd_una_ >= std::min<std::uint64_t>(config_.psn_window, congestion_->connection_window()))
+      break;
+    if (pick_path(false) < 0) break;
+    std::uint64_t rel;
+    if (!next_new_packet(rel)) break;
+    if (!send_data_packet(now, rel, out)) {
+      retransmit_queue_.push_front(rel);  // cannot happen after pick_path; keep it safe
+      break;
+    }
+  }
+  wants_poll_ = out.size() - start >= burst_limit;
+}
+
+// ---------------------------------------------------------------- acknowledgements
+
+void Connection::mark_acked(std::uint64_t rel) {
+  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  if (pkt.state == TxPacket::acked || pkt.state == TxPacket::free_slot) return;
+  pkt.state = TxPacket::acked;
+  SendMessage& m = *pkt.message;
+  if (++m.packets_acked == m.packets_total) m.finished = true;
+}
+
+void Connection::mark_lost(std::uint64_t rel) {
+  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  pkt.state = TxPacket::lost;
+  retransmit_queue_.push_back(rel);
+  ++counters_.packets_declared_lost;
+  ++tx_paths_[pkt.path].stats.declared_lost;
+  congestion_->on_loss(pkt.path, 0);
+  wants_poll_ = true;
+}
+
+// Path sequence `seq` of `path_id` was delivered, or (delivered == false)
+// is known lost. Every transmission is resolved exactly once.
+void Connection::resolve(Time, std::uint16_t path_id, std::uint32_t seq, bool delivered) {
+  TxPath& path = tx_paths_[path_id];
+  if (!path.holds(seq)) return;
+  std::uint64_t& slot = path.seq_slot[seq % wire::sack_bits];
+  const std::uint64_t rel = slot;
+  if (rel == TxPath::no_packet) return;
+  slot = TxPath::no_packet;
+  if (rel == TxPath::probe) {
+    --path.probes_in_flight;
+  } else {
+    --path.in_flight;
+  }
+  while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet) ++path.una;
+  if (rel == TxPath::probe || rel < snd_una_ || rel >= snd_next_) return;
+  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  const bool this_copy = pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == seq;
+  if (delivered) {
+    mark_acked(rel);
+  } else if (this_copy) {
+    mark_lost(rel);
+  }
+}
+
+void Connection::on_path_ack(Time now, const wire::MrPathAck& block) {
+  TxPath& path = tx_paths_[block.path_id];
+  const std::uint16_t ce = static_cast<std::uint16_t>(block.ce_count - path.last_ce_count);
+  path.last_ce_count = block.ce_count;
+  path.stats.ce_marks += ce;
+  const std::uint32_t before = path.unresolved();
+  bool probe_acked = false;
+  const auto note = [&](std::uint32_t s, bool delivered) {
+    if (delivered && path.holds(s) && path.seq_slot[s % wire::sack_bits] == TxPath::probe) probe_acked = true;
+    resolve(now, block.path_id, s, delivered);
+  };
+
+  // Everything below cum arrived (or was resolved long ago).
+  std::uint32_t limit = block.cum_seq;
+  if (static_cast<std::int32_t>(limit - path.next_seq) > 0) {
+    ++counters_.sack_unknown;
+    limit = path.next_seq;
+  }
+  for (std::uint32_t s = path.una; static_cast<std::int32_t>(limit - s) > 0; ++s) note(s, true);
+
+  // Above cum: set bits arrived; a clear bit below the highest set one is a
+  // loss, because a path delivers in order.
+  std::int32_t highest = -1;
+  for (std::int32_t i = static_cast<std::int32_t>(wire::sack_bits) - 1; i >= 0; --i) {
+    if (block.sack_bit(static_cast<std::size_t>(i))) {
+      highest = i;
+      break;
+    }
+  }
+  if (highest >= 0) {
+    std::uint32_t top = block.cum_seq + 1 + static_cast<std::uint32_t>(highest);
+    if (static_cast<std::int32_t>(top - path.next_seq) >= 0) {
+      ++counters_.sack_unknown;
+      top = path.next_seq - 1;
+    }
+    for (std::uint32_t s = block.cum_seq; static_cast<std::int32_t>(top - s) >= 0; ++s) {
+      const bool got = s != block.cum_seq && block.sack_bit(s - block.cum_seq - 1);
+      note(s, got);
+    }
+  }
+
+  const std::uint32_t resolved = before - path.unresolved();
+  if (resolved == 0) return;
+  // RTT from the echo of the newest packet's timestamp.
+  const Time sample = Time{static_cast<std::uint32_t>(micros(now) - block.ts_echo)} * 1000;
+  if (block.ts_echo != 0 && sample < config_.max_rto) {
+    if (!path.has_rtt) {
+      path.srtt = sample;
+      path.rttvar = sample / 2;
+      path.has_rtt = true;
+    } else {
+      const Time diff = sample > path.srtt ? sample - path.srtt : path.srtt - sample;
+      path.rttvar = (3 * path.rttvar + diff) / 4;
+      path.srtt = (7 * path.srtt + sample) / 8;
+    }
+  }
+  path.consecutive_timeouts = 0;
+  stalled_rounds_ = 0;
+  path.last_progress = now;
+  if (path.state == PathState::failed && probe_acked) {
+    path.state = PathState::active;
+    ++counters_.paths_recovered;
+  }
+  congestion_->on_ack(block.path_id, resolved, ce, path.srtt, now);
+  wheel_.cancel(path.rto_timer);
+  arm_path_timers(now, path);
+}
+
+void Connection::on_ack(Time now, const wire::ParsedFrame& frame) {
+  ++counters_.acks_received;
+  const wire::MrAckHeader& ack = frame.mr_ack;
+  for (std::size_t i = 0; i < ack.path_count; ++i) {
+    const wire::MrPathAck block = frame.path_ack(i);
+    if (block.path_id >= config_.paths) {
+      ++counters_.path_id_out_of_range;
+      continue;
+    }
+    on_path_ack(now, block);
+  }
+  if (state_ != ConnectionState::ready) return;
+
+  // Everything before delivered_psn was placed, whatever the paths say.
+  const std::uint64_t delivered =
+      (ack.delivered_psn - wire_psn(snd_una_)) & wire::psn_mask;
+  if (delivered <= snd_next_ - snd_una_) {
+    for (std::uint64_t rel = snd_una_; rel < snd_una_ + delivered; ++rel) mark_acked(rel);
+  } else if (delivered < (wire::psn_mask + 1) / 2) {
+    ++counters_.sack_unknown;
+  }
+
+  if (ack.rate_hint_mbps != 0) congestion_->on_rate_hint(ack.rate_hint_mbps, now);
+
+  const wire::AckKind kind = wire::ack_kind(ack.syndrome);
+  if (kind != wire::AckKind::ack) {
+    const std::uint64_t rel = snd_una_ + ((frame.bth.psn - wire_psn(snd_una_)) & wire::psn_mask);
+    const bool known = rel < snd_next_;
+    TxPacket* pkt = known ? &tx_[rel & (config_.psn_window - 1)] : nullptr;
+    if (kind == wire::AckKind::rnr_nak) {
+      ++counters_.rnr_naks_received;
+      if (pkt != nullptr && pkt->state == TxPacket::in_flight) {
+        // Not lost: parked until the receiver is ready. Its path sequence is
+        // resolved so the path's gap for it does not count as a loss.
+        TxPath& path = tx_paths_[pkt->path];
+        if (path.holds(pkt->path_seq) && path.seq_slot[pkt->path_seq % wire::sack_bits] == rel) {
+          path.seq_slot[pkt->path_seq % wire::sack_bits] = TxPath::no_packet;
+          --path.in_flight;
+          while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet)
+            ++path.una;
+          arm_path_timers(now, path);
+        }
+        pkt->state = TxPacket::rnr_wait;
+        if (++pkt->message->rnr_retries > config_.rnr_retry_limit) {
+          fail(CompletionStatus::rnr_retry_exceeded, pkt->message);
+          return;
+        }
+        rnr_queue_.push_back(rel);
+        if (!rnr_timer_.armed()) wheel_.arm(rnr_timer_, now + config_.rnr_delay);
+      }
+    } else {
+      ++counters_.naks_received;
+      if (pkt != nullptr && pkt->state != TxPacket::free_slot) {
+        const std::uint8_t code = ack.syndrome;
+        fail(code == wire::syndrome::nak_remote_access_error ? CompletionStatus::remote_access_error
+                                                             : CompletionStatus::remote_invalid_request,
+             pkt->message);
+        return;
+      }
+    }
+  }
+  advance_snd_una();
+  complete_sends();
+}
+
+void Connection::advance_snd_una() {
+  while (snd_una_ < snd_next_) {
+    TxPacket& pkt = tx_[snd_una_ & (config_.psn_window - 1)];
+    if (pkt.state != TxPacket::acked) break;
+    pkt = TxPacket{};
+    ++snd_una_;
+  }
+  if (snd_una_ < snd_next_ || segment_index_ < send_queue_.size()) wants_poll_ = true;
+}
+
+void Connection::complete_sends() {
+  for (std::uint16_t s = 0; s < config_.streams; ++s) {
+    auto& queue = stream_sends_[s];
+    while (!queue.empty() && queue.front()->finished) {
+      SendMessage* m = queue.front();
+      queue.pop_front();
+      m->completed = true;
+      completions_.push_back(Completion{m->request.wr_id, m->status,
+                                        is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
+                                        s, m->request.length, false, 0});
+      ++counters_.send_completions;
+    }
+  }
+  // Free completed messages from the front once no packet slot points to
+  // them: slots are cleared as snd_una_ passes them.
+  while (!send_queue_.empty() && send_queue_.front()->completed &&
+         send_queue_.front()->last_rel < snd_una_) {
+    send_queue_.pop_front();
+    if (segment_index_ > 0) --segment_index_;
+  }
+}
+
+}  // namespace metaroce::transport

@@ -1,0 +1,61 @@
+// Named counters of a connection: every drop has its own, and the name table
+// lets telemetry, JSON summaries and tests refer to them by name.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace metaroce::transport {
+
+// X(name, what it counts)
+#define METAROCE_CONNECTION_COUNTERS(X)                                                        \
+  X(data_packets_sent, "data packets sent, first transmissions")                              \
+  X(data_bytes_sent, "payload bytes sent, first transmissions")                               \
+  X(retransmitted_packets, "data packets sent again")                                         \
+  X(packets_declared_lost, "data packets a SACK gap or a timeout declared lost")              \
+  X(probes_sent, "MR_PROBE packets sent (tail-loss and failed-path probes)")                  \
+  X(acks_sent, "ACK frames sent")                                                              \
+  X(acks_received, "ACK frames received")                                                      \
+  X(rto_timeouts, "path retransmission timeouts")                                             \
+  X(paths_failed, "paths declared failed and given a new UDP source port")                   \
+  X(paths_recovered, "failed paths whose probe was acknowledged")                            \
+  X(data_packets_received, "data packets accepted and placed")                               \
+  X(data_bytes_placed, "payload bytes written to their destination")                         \
+  X(duplicate_packets, "data packets dropped: their PSN was already placed")                 \
+  X(spurious_retransmissions, "of those, new on their path: a retransmission that was not needed") \
+  X(stale_packets, "of those, PSN already behind the receive window")                    \
+  X(psn_beyond_window, "data packets dropped: PSN beyond the receive window")                \
+  X(path_seq_beyond_window, "data packets dropped: path sequence beyond the SACK window")    \
+  X(path_id_out_of_range, "packets dropped: path id >= the connection's paths")              \
+  X(stream_out_of_range, "packets dropped: stream id >= the connection's streams")           \
+  X(message_beyond_window, "packets dropped: message sequence outside the stream window")   \
+  X(inconsistent_message, "packets dropped: length or kind disagrees with the message")      \
+  X(offset_out_of_range, "packets dropped: offset + length beyond the message length")      \
+  X(remote_access_errors, "WRITEs refused: rkey, rights or bounds (NAKed)")                  \
+  X(receive_too_small, "SENDs larger than the posted receive (NAKed)")                       \
+  X(rnr_naks_sent, "SENDs with no posted receive (RNR NAKed)")                               \
+  X(rnr_naks_received, "RNR NAKs received")                                                   \
+  X(naks_received, "NAKs received (other than RNR)")                                          \
+  X(ecn_ce_received, "data packets received with ECN CE")                                    \
+  X(sack_unknown, "SACK bits or path blocks for packets never sent")                        \
+  X(packets_in_error_state, "packets dropped because the connection is in ERROR")            \
+  X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
+  X(send_completions, "send and write completions delivered")                               \
+  X(receive_completions, "receive completions delivered")
+
+struct ConnectionCounters {
+#define METAROCE_DECLARE_COUNTER(name, what) std::uint64_t name = 0;
+  METAROCE_CONNECTION_COUNTERS(METAROCE_DECLARE_COUNTER)
+#undef METAROCE_DECLARE_COUNTER
+
+  // Calls f(name, value) for each counter, in declaration order.
+  template <typename F>
+  void for_each(F&& f) const {
+#define METAROCE_VISIT_COUNTER(name, what) f(std::string_view(#name), name);
+    METAROCE_CONNECTION_COUNTERS(METAROCE_VISIT_COUNTER)
+#undef METAROCE_VISIT_COUNTER
+  }
+};
+
+}  // namespace metaroce::transport

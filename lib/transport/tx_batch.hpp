@@ -1,0 +1,74 @@
+// Transmit descriptors: what a connection hands to whoever owns the port.
+//
+// A packet is its header bytes (in the batch's arena), a payload span that
+// points into registered application memory (never copied here), and a
+// trailer of pad + ICRC. The engine attaches the payload to an mbuf as an
+// external buffer; the simulator and tests serialize it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "wire/icrc.hpp"
+
+namespace metaroce::transport {
+
+struct TxDescriptor {
+  std::uint32_t header_offset = 0;  // into TxBatch::header_bytes()
+  std::uint32_t header_len = 0;
+  wire::ByteSpan payload{};
+  std::array<std::uint8_t, 8> trailer{};
+  std::uint8_t trailer_len = 0;
+};
+
+class TxBatch {
+ public:
+  // Room for `n` header bytes of the next packet; valid until the next call.
+  std::span<std::uint8_t> header_space(std::size_t n) {
+    if (arena_.size() < used_ + n) arena_.resize(std::max(arena_.size() * 2, used_ + n));
+    return std::span<std::uint8_t>(arena_.data() + used_, n);
+  }
+  // Adds the packet whose `header_len` bytes were written into header_space().
+  void commit(std::size_t header_len, wire::ByteSpan payload, std::span<const std::uint8_t> trailer) {
+    TxDescriptor d;
+    d.header_offset = static_cast<std::uint32_t>(used_);
+    d.header_len = static_cast<std::uint32_t>(header_len);
+    d.payload = payload;
+    for (std::size_t i = 0; i < trailer.size(); ++i) d.trailer[i] = trailer[i];
+    d.trailer_len = static_cast<std::uint8_t>(trailer.size());
+    used_ += header_len;
+    packets_.push_back(d);
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return packets_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return packets_.empty(); }
+  [[nodiscard]] const TxDescriptor& operator[](std::size_t i) const noexcept { return packets_[i]; }
+  [[nodiscard]] std::span<const std::uint8_t> header(std::size_t i) const noexcept {
+    return std::span<const std::uint8_t>(arena_.data() + packets_[i].header_offset, packets_[i].header_len);
+  }
+  [[nodiscard]] std::size_t frame_size(std::size_t i) const noexcept {
+    const TxDescriptor& d = packets_[i];
+    return d.header_len + d.payload.size() + d.trailer_len;
+  }
+  // The whole frame of packet i, appended to `out`.
+  void serialize(std::size_t i, std::vector<std::uint8_t>& out) const {
+    const TxDescriptor& d = packets_[i];
+    const auto h = header(i);
+    out.insert(out.end(), h.begin(), h.end());
+    out.insert(out.end(), d.payload.begin(), d.payload.end());
+    out.insert(out.end(), d.trailer.begin(), d.trailer.begin() + d.trailer_len);
+  }
+  void clear() noexcept {
+    packets_.clear();
+    used_ = 0;
+  }
+
+ private:
+  std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
+  std::size_t used_ = 0;
+  std::vector<TxDescriptor> packets_;
+};
+
+}  // namespace metaroce::transport

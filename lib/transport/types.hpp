@@ -1,0 +1,91 @@
+// Work requests, completions and their status codes: the verbs-like API of a
+// connection. No DPDK type; time is virtual or real nanoseconds, passed in.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace metaroce::transport {
+
+using Time = std::uint64_t;  // nanoseconds
+inline constexpr Time never = ~Time{0};
+
+enum class Mode : std::uint8_t { metaroce, rocev2 };
+
+[[nodiscard]] constexpr std::string_view to_string(Mode m) noexcept {
+  return m == Mode::metaroce ? "metaroce" : "rocev2";
+}
+
+enum class SendOp : std::uint8_t { write, write_imm, send, send_imm };
+
+[[nodiscard]] constexpr bool consumes_receive(SendOp op) noexcept {
+  return op != SendOp::write;
+}
+[[nodiscard]] constexpr bool is_write(SendOp op) noexcept {
+  return op == SendOp::write || op == SendOp::write_imm;
+}
+[[nodiscard]] constexpr bool has_imm(SendOp op) noexcept {
+  return op == SendOp::write_imm || op == SendOp::send_imm;
+}
+
+// The local bytes of a send stay the application's: they must stay valid and
+// unchanged until the send's completion (they are read again to retransmit).
+struct SendRequest {
+  std::uint64_t wr_id = 0;
+  SendOp op = SendOp::write;
+  std::uint16_t stream = 0;
+  const std::uint8_t* local_addr = nullptr;
+  std::uint64_t length = 0;
+  std::uint32_t lkey = 0;
+  std::uint64_t remote_addr = 0;  // WRITE: where the first byte goes
+  std::uint32_t rkey = 0;         // WRITE
+  std::uint32_t imm = 0;          // *_imm
+};
+
+struct ReceiveRequest {
+  std::uint64_t wr_id = 0;
+  std::uint16_t stream = 0;
+  std::uint8_t* addr = nullptr;
+  std::uint64_t length = 0;
+  std::uint32_t lkey = 0;
+};
+
+enum class CompletionStatus : std::uint8_t {
+  success,
+  remote_access_error,  // the peer refused a placement (rkey, bounds, rights)
+  remote_invalid_request,  // e.g. a SEND larger than the posted receive
+  retry_exceeded,       // no acknowledgement within the retry limit
+  rnr_retry_exceeded,   // the peer had no receive posted, retry limit reached
+  flushed,              // the connection went to error or was closed first
+  local_length_error,   // receive buffer too small for the message that came
+  count_
+};
+
+inline constexpr std::array<std::string_view, static_cast<std::size_t>(CompletionStatus::count_)>
+    completion_status_names = {"success",        "remote_access_error", "remote_invalid_request",
+                               "retry_exceeded", "rnr_retry_exceeded",  "flushed",
+                               "local_length_error"};
+
+[[nodiscard]] constexpr std::string_view to_string(CompletionStatus s) noexcept {
+  return completion_status_names[static_cast<std::size_t>(s)];
+}
+
+enum class CompletionKind : std::uint8_t {
+  send,        // a SEND or SEND_IMM of ours completed
+  write,       // a WRITE or WRITE_IMM of ours completed
+  receive,     // a SEND arrived into a posted receive
+  receive_write_imm,  // a WRITE_IMM arrived: consumes a posted receive, carries imm
+};
+
+struct Completion {
+  std::uint64_t wr_id = 0;
+  CompletionStatus status = CompletionStatus::success;
+  CompletionKind kind = CompletionKind::send;
+  std::uint16_t stream = 0;
+  std::uint64_t byte_len = 0;  // receive side: bytes placed
+  bool has_imm = false;
+  std::uint32_t imm = 0;
+};
+
+}  // namespace metaroce::transport
