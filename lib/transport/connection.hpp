@@ -1,7 +1,9 @@
-// A metaroce connection: the reorder-free, multipath, selectively
-// acknowledged transport of doc/DESIGN.md ("Transport"), sans-I/O.
+// The connection API both modes share: what the application, the engine
+// and the simulator see. MetaroceConnection (metaroce_connection.hpp) is the
+// reorder-free multipath transport; RoceConnection (roce_connection.hpp) is
+// standard RoCEv2 RC with go-back-N, the baseline.
 //
-// The owner (an engine lcore, the simulator, a test) drives it:
+// The owner (an engine lcore, the simulator, a test) drives a connection:
 //   post_send / post_receive     from the application;
 //   on_frame(now, parsed)        for each frame addressed to local_qpn;
 //   poll(now, batch)             to collect what to transmit now;
@@ -10,10 +12,9 @@
 // Threading: everything runs on the owner's thread (the wheel's too).
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,9 +27,9 @@
 #include "transport/tx_batch.hpp"
 #include "transport/types.hpp"
 #include "wire/frame.hpp"
-#include "wire/header_template.hpp"
 
 namespace metaroce::transport {
+
 
 enum class ConnectionState : std::uint8_t { init, ready, error, closed, count_ };
 
@@ -70,31 +71,41 @@ struct PathInfo {
 
 class Connection {
  public:
-  // Returns nullptr and sets `error` when the config is not usable.
+  // Returns nullptr and sets `error` (what is wrong, how to fix it) when the
+  // config is not usable. `congestion` may be null: a fixed window of
+  // config.path_window per path and config.psn_window per connection.
   static std::unique_ptr<Connection> create(const ConnectionConfig& config, MemoryRegistry& memory,
                                             timer::Wheel& wheel,
                                             std::unique_ptr<CongestionControl> congestion,
                                             std::string& error);
-  ~Connection();
+  virtual ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   // INIT -> READY: the peer is known (in-band handshake: the engine's job).
-  void connect();
+  void connect() {
+    if (state_ == ConnectionState::init) set_state(ConnectionState::ready);
+  }
   // Any state -> CLOSED: outstanding work completes as flushed.
-  void close();
+  virtual void close() = 0;
 
-  PostResult post_send(const SendRequest& request);
-  PostResult post_receive(const ReceiveRequest& request);
+  virtual PostResult post_send(const SendRequest& request) = 0;
+  virtual PostResult post_receive(const ReceiveRequest& request) = 0;
 
-  void on_frame(Time now, const wire::ParsedFrame& frame);
-  void poll(Time now, TxBatch& out);
+  virtual void on_frame(Time now, const wire::ParsedFrame& frame) = 0;
+  virtual void poll(Time now, TxBatch& out) = 0;
   // True when poll() has something to send right now (it stopped at its
-  // burst limit); the owner should call it again without waiting.
+  // burst limit, or a timer or an arrival made work); the owner should call
+  // it again without waiting.
   [[nodiscard]] bool wants_poll() const noexcept { return wants_poll_; }
 
   // Moves completions into `out` (appended), oldest first.
-  std::size_t poll_completions(std::vector<Completion>& out);
+  std::size_t poll_completions(std::vector<Completion>& out) {
+    const std::size_t n = completions_.size();
+    out.insert(out.end(), completions_.begin(), completions_.end());
+    completions_.clear();
+    return n;
+  }
 
   [[nodiscard]] ConnectionState state() const noexcept { return state_; }
   [[nodiscard]] const ConnectionCounters& counters() const noexcept { return counters_; }
@@ -102,106 +113,32 @@ class Connection {
   [[nodiscard]] std::uint64_t state_transitions(ConnectionState to) const noexcept {
     return transitions_[static_cast<std::size_t>(to)];
   }
-  [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept;
+  [[nodiscard]] virtual PathInfo path_info(std::uint16_t path) const noexcept = 0;
   // Sent data packets not yet acknowledged (all paths).
-  [[nodiscard]] std::uint64_t packets_outstanding() const noexcept { return snd_next_ - snd_una_; }
-  [[nodiscard]] bool idle() const noexcept;
+  [[nodiscard]] virtual std::uint64_t packets_outstanding() const noexcept = 0;
 
   // Packets poll() may emit per call before yielding (wants_poll()).
   static constexpr std::size_t burst_limit = 64;
 
- private:
-  struct SendMessage;
-  struct TxPacket;
-  struct TxPath;
-  struct RxPath;
-  struct RxMessage;
-  struct RxStream;
-
-  Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
-             std::unique_ptr<CongestionControl> congestion);
-
-  void set_state(ConnectionState s);
-  void fail(CompletionStatus status, SendMessage* culprit);
-  void flush_all();
-
-  // --- send side (connection_tx.cpp) ---
-  void build_templates(TxPath& path);
-  bool send_data_packet(Time now, std::uint64_t rel, TxBatch& out);
-  bool send_probe(Time now, std::uint16_t path, TxBatch& out);
-  std::int32_t pick_path(bool for_retransmit) noexcept;
-  bool next_new_packet(std::uint64_t& rel);
-  void on_ack(Time now, const wire::ParsedFrame& frame);
-  void on_path_ack(Time now, const wire::MrPathAck& block);
-  void resolve(Time now, std::uint16_t path, std::uint32_t seq, bool delivered);
-  void mark_acked(std::uint64_t rel);
-  void mark_lost(std::uint64_t rel);
-  void advance_snd_una();
-  void complete_sends();
-  void arm_path_timers(Time now, TxPath& path);
-  void on_rto(Time now, std::uint16_t path);
-  void on_tail_probe(std::uint16_t path);
-  void on_rnr_timer(Time now);
-  static void rto_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
-  static void probe_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
-  static void rnr_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
-
-  // --- receive side (connection_rx.cpp) ---
-  void on_data(Time now, const wire::ParsedFrame& frame);
-  void on_probe(Time now, const wire::ParsedFrame& frame);
-  bool accept_path_seq(RxPath& path, std::uint32_t seq);
-  void note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame);
-  void complete_receives(RxStream& stream, std::uint16_t stream_id);
-  void send_nak(std::uint8_t syndrome, std::uint32_t psn);
-  void emit_acks(Time now, TxBatch& out);
-  static void ack_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
-
-  [[nodiscard]] std::uint32_t wire_psn(std::uint64_t rel) const noexcept {
-    return static_cast<std::uint32_t>((config_.initial_psn + rel) & wire::psn_mask);
+ protected:
+  Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel)
+      : config_(config), memory_(memory), wheel_(wheel) {
+    transitions_[static_cast<std::size_t>(ConnectionState::init)] = 1;
+  }
+  void set_state(ConnectionState s) {
+    if (s == state_) return;
+    state_ = s;
+    ++transitions_[static_cast<std::size_t>(s)];
   }
 
   ConnectionConfig config_;
   MemoryRegistry& memory_;
   timer::Wheel& wheel_;
-  std::unique_ptr<CongestionControl> congestion_;
   ConnectionState state_ = ConnectionState::init;
   std::array<std::uint64_t, static_cast<std::size_t>(ConnectionState::count_)> transitions_{};
   ConnectionCounters counters_;
   std::vector<Completion> completions_;
   bool wants_poll_ = false;
-
-  // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
-  std::deque<std::unique_ptr<SendMessage>> send_queue_;  // in post order, until completed
-  std::size_t segment_index_ = 0;  // first message of send_queue_ with packets to assign
-  std::vector<std::deque<SendMessage*>> stream_sends_;  // per stream, in post order
-  std::vector<std::uint32_t> next_msg_seq_;
-  std::vector<std::uint32_t> next_recv_seq_;
-  std::vector<TxPacket> tx_;  // ring indexed by rel & (psn_window - 1)
-  std::uint64_t snd_una_ = 0;   // oldest rel not acknowledged
-  std::uint64_t snd_next_ = 0;  // next rel to assign
-  std::deque<std::uint64_t> retransmit_queue_;
-  std::deque<std::uint64_t> rnr_queue_;
-  std::unique_ptr<TxPath[]> tx_paths_;
-  std::uint32_t rr_next_path_ = 0;
-  std::uint32_t stalled_rounds_ = 0;  // RTOs of failed paths while none is active
-  timer::Timer rnr_timer_;
-  Time rnr_wake_ = 0;
-
-  // Receive side.
-  std::unique_ptr<RxPath[]> rx_paths_;
-  std::vector<std::uint64_t> rcv_bitmap_;  // psn_window bits, ring
-  std::uint64_t rcv_base_ = 0;            // rel of the first PSN not yet placed
-  std::vector<RxStream> rx_streams_;
-  std::uint32_t completed_msn_ = 0;
-  std::uint32_t unacked_packets_ = 0;
-  bool ack_now_ = false;
-  timer::Timer ack_timer_;
-  struct PendingNak {
-    std::uint8_t syndrome;
-    std::uint32_t psn;
-  };
-  std::vector<PendingNak> pending_naks_;
-  std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
 };
 
 }  // namespace metaroce::transport

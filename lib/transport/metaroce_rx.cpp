@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/connection_internal.hpp"
+#include "transport/metaroce_internal.hpp"
 
 namespace metaroce::transport {
 namespace {
@@ -15,7 +15,7 @@ constexpr std::size_t max_paths_per_ack = 16;  // 16 x 44 bytes: fits any MTU
 constexpr std::uint8_t rnr_timer_code = 0x0e;  // RNR NAK timer field (informational here)
 }  // namespace
 
-void Connection::on_frame(Time now, const wire::ParsedFrame& frame) {
+void MetaroceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
   if (state_ == ConnectionState::error || state_ == ConnectionState::closed ||
       state_ == ConnectionState::init) {
     ++counters_.packets_in_error_state;
@@ -34,7 +34,7 @@ void Connection::on_frame(Time now, const wire::ParsedFrame& frame) {
 
 // Records path sequence `seq` as received. False when it is a duplicate
 // (already recorded) or absurdly far ahead.
-bool Connection::accept_path_seq(RxPath& path, std::uint32_t seq) {
+bool MetaroceConnection::accept_path_seq(RxPath& path, std::uint32_t seq) {
   const auto ahead = static_cast<std::int32_t>(seq - path.cum);
   if (ahead < 0) return false;
   if (static_cast<std::uint32_t>(ahead) > max_path_jump) return false;
@@ -57,7 +57,7 @@ bool Connection::accept_path_seq(RxPath& path, std::uint32_t seq) {
   return true;
 }
 
-void Connection::note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame) {
+void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame) {
   RxPath& path = rx_paths_[path_id];
   if (frame.ecn() == 3) {
     ++path.ce_count;
@@ -74,13 +74,13 @@ void Connection::note_path_arrival(Time now, std::uint16_t path_id, const wire::
   }
 }
 
-void Connection::ack_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
-  auto* self = static_cast<Connection*>(t.owner());
+void MetaroceConnection::ack_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
+  auto* self = static_cast<MetaroceConnection*>(t.owner());
   self->ack_now_ = true;
   self->wants_poll_ = true;
 }
 
-void Connection::on_probe(Time now, const wire::ParsedFrame& frame) {
+void MetaroceConnection::on_probe(Time now, const wire::ParsedFrame& frame) {
   const std::uint16_t path_id = frame.mr_data.path_id;
   if (path_id >= config_.paths) {
     ++counters_.path_id_out_of_range;
@@ -96,12 +96,12 @@ void Connection::on_probe(Time now, const wire::ParsedFrame& frame) {
   note_path_arrival(now, path_id, frame);
 }
 
-void Connection::send_nak(std::uint8_t syndrome, std::uint32_t psn) {
+void MetaroceConnection::send_nak(std::uint8_t syndrome, std::uint32_t psn) {
   pending_naks_.push_back(PendingNak{syndrome, psn});
   wants_poll_ = true;
 }
 
-void Connection::on_data(Time now, const wire::ParsedFrame& frame) {
+void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
   const wire::MrDataHeader& d = frame.mr_data;
   if (d.path_id >= config_.paths) {
     ++counters_.path_id_out_of_range;
@@ -228,7 +228,7 @@ void Connection::on_data(Time now, const wire::ParsedFrame& frame) {
   note_path_arrival(now, d.path_id, frame);
 }
 
-void Connection::complete_receives(RxStream& stream, std::uint16_t stream_id) {
+void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t stream_id) {
   while (true) {
     RxMessage& msg = stream.ring[stream.next_complete & (config_.stream_window - 1)];
     if (!msg.active || msg.placed != msg.length || !msg.last_seen) return;
@@ -251,7 +251,7 @@ void Connection::complete_receives(RxStream& stream, std::uint16_t stream_id) {
   }
 }
 
-void Connection::emit_acks(Time now, TxBatch& out) {
+void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
   const auto emit = [&](std::uint8_t syndrome, std::uint32_t psn, std::span<const wire::MrPathAck> paths) {
     wire::FrameSpec spec;
     const Endpoints& e = config_.endpoints;

@@ -2,7 +2,7 @@
 // loss recovery (gap, tail-loss probe, timeout), failed paths, RNR retry.
 #include <algorithm>
 
-#include "transport/connection_internal.hpp"
+#include "transport/metaroce_internal.hpp"
 
 namespace metaroce::transport {
 namespace {
@@ -33,7 +33,7 @@ wire::FrameSpec base_spec(const ConnectionConfig& c, std::uint8_t opcode, std::u
 
 }  // namespace
 
-void Connection::build_templates(TxPath& path) {
+void MetaroceConnection::build_templates(TxPath& path) {
   const auto prepare = [&](wire::HeaderTemplate& t, std::uint8_t op) {
     const bool ok = t.prepare(base_spec(config_, op, path.src_port));
     (void)ok;  // every metaroce data opcode fits a template (tests pin it)
@@ -56,7 +56,7 @@ Time path_rto(const ConnectionConfig& c, Time srtt, Time rttvar, bool has_rtt, s
 }
 }  // namespace
 
-void Connection::arm_path_timers(Time now, TxPath& path) {
+void MetaroceConnection::arm_path_timers(Time now, TxPath& path) {
   if (path.unresolved() == 0) {
     wheel_.cancel(path.rto_timer);
     wheel_.cancel(path.probe_timer);
@@ -70,21 +70,21 @@ void Connection::arm_path_timers(Time now, TxPath& path) {
   if (path.state == PathState::active) wheel_.rearm(path.probe_timer, now + std::max(pto, config_.ack_delay));
 }
 
-void Connection::rto_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
+void MetaroceConnection::rto_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
   auto* path = static_cast<TxPath*>(t.owner());
   path->owner->on_rto(now, path->id);
 }
 
-void Connection::probe_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
+void MetaroceConnection::probe_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
   auto* path = static_cast<TxPath*>(t.owner());
   path->owner->on_tail_probe(path->id);
 }
 
-void Connection::rnr_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
-  static_cast<Connection*>(t.owner())->on_rnr_timer(now);
+void MetaroceConnection::rnr_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
+  static_cast<MetaroceConnection*>(t.owner())->on_rnr_timer(now);
 }
 
-void Connection::on_tail_probe(std::uint16_t path_id) {
+void MetaroceConnection::on_tail_probe(std::uint16_t path_id) {
   TxPath& path = tx_paths_[path_id];
   if (path.unresolved() == 0 || state_ != ConnectionState::ready) return;
   path.probe_due = true;
@@ -98,7 +98,7 @@ void Connection::on_tail_probe(std::uint16_t path_id) {
 // unresolved packets moved to the other paths and its UDP source port
 // changed. Losses are otherwise declared by SACK gaps alone, so a network
 // that only drops packets causes no spurious retransmission.
-void Connection::on_rto(Time now, std::uint16_t path_id) {
+void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
   TxPath& path = tx_paths_[path_id];
   if (path.unresolved() == 0 || state_ != ConnectionState::ready) return;
   ++counters_.rto_timeouts;
@@ -147,7 +147,7 @@ void Connection::on_rto(Time now, std::uint16_t path_id) {
   wheel_.rearm(path.rto_timer, now + rto);
 }
 
-void Connection::on_rnr_timer(Time) {
+void MetaroceConnection::on_rnr_timer(Time) {
   for (std::uint64_t rel : rnr_queue_) {
     if (rel < snd_una_ || rel >= snd_next_) continue;
     TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
@@ -161,7 +161,7 @@ void Connection::on_rnr_timer(Time) {
 
 // ---------------------------------------------------------------- transmit
 
-std::int32_t Connection::pick_path(bool for_retransmit) noexcept {
+std::int32_t MetaroceConnection::pick_path(bool for_retransmit) noexcept {
   std::int32_t best = -1;
   const std::uint32_t n = config_.paths;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -185,7 +185,7 @@ std::int32_t Connection::pick_path(bool for_retransmit) noexcept {
   return best;
 }
 
-bool Connection::next_new_packet(std::uint64_t& rel) {
+bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
   while (segment_index_ < send_queue_.size()) {
     SendMessage& m = *send_queue_[segment_index_];
     if (m.packets_assigned == m.packets_total) {
@@ -211,7 +211,7 @@ bool Connection::next_new_packet(std::uint64_t& rel) {
   return false;
 }
 
-bool Connection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
+bool MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
   const std::int32_t chosen = pick_path(tx_[rel & (config_.psn_window - 1)].transmissions > 0);
   if (chosen < 0) return false;
   const auto path_id = static_cast<std::uint16_t>(chosen);
@@ -280,7 +280,7 @@ bool Connection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
   return true;
 }
 
-bool Connection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
+bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
   TxPath& path = tx_paths_[path_id];
   if (path.next_seq - path.una >= wire::sack_bits) return false;
   const wire::HeaderTemplate& t = path.probe_template;
@@ -310,7 +310,7 @@ bool Connection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
   return true;
 }
 
-void Connection::poll(Time now, TxBatch& out) {
+void MetaroceConnection::poll(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();
@@ -347,7 +347,7 @@ void Connection::poll(Time now, TxBatch& out) {
 
 // ---------------------------------------------------------------- acknowledgements
 
-void Connection::mark_acked(std::uint64_t rel) {
+void MetaroceConnection::mark_acked(std::uint64_t rel) {
   TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
   if (pkt.state == TxPacket::acked || pkt.state == TxPacket::free_slot) return;
   pkt.state = TxPacket::acked;
@@ -355,7 +355,7 @@ void Connection::mark_acked(std::uint64_t rel) {
   if (++m.packets_acked == m.packets_total) m.finished = true;
 }
 
-void Connection::mark_lost(std::uint64_t rel) {
+void MetaroceConnection::mark_lost(std::uint64_t rel) {
   TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
   pkt.state = TxPacket::lost;
   retransmit_queue_.push_back(rel);
@@ -367,7 +367,7 @@ void Connection::mark_lost(std::uint64_t rel) {
 
 // Path sequence `seq` of `path_id` was delivered, or (delivered == false)
 // is known lost. Every transmission is resolved exactly once.
-void Connection::resolve(Time, std::uint16_t path_id, std::uint32_t seq, bool delivered) {
+void MetaroceConnection::resolve(Time, std::uint16_t path_id, std::uint32_t seq, bool delivered) {
   TxPath& path = tx_paths_[path_id];
   if (!path.holds(seq)) return;
   std::uint64_t& slot = path.seq_slot[seq % wire::sack_bits];
@@ -390,7 +390,7 @@ void Connection::resolve(Time, std::uint16_t path_id, std::uint32_t seq, bool de
   }
 }
 
-void Connection::on_path_ack(Time now, const wire::MrPathAck& block) {
+void MetaroceConnection::on_path_ack(Time now, const wire::MrPathAck& block) {
   TxPath& path = tx_paths_[block.path_id];
   const std::uint16_t ce = static_cast<std::uint16_t>(block.ce_count - path.last_ce_count);
   path.last_ce_count = block.ce_count;
@@ -458,7 +458,7 @@ void Connection::on_path_ack(Time now, const wire::MrPathAck& block) {
   arm_path_timers(now, path);
 }
 
-void Connection::on_ack(Time now, const wire::ParsedFrame& frame) {
+void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
   ++counters_.acks_received;
   const wire::MrAckHeader& ack = frame.mr_ack;
   for (std::size_t i = 0; i < ack.path_count; ++i) {
@@ -523,7 +523,7 @@ void Connection::on_ack(Time now, const wire::ParsedFrame& frame) {
   complete_sends();
 }
 
-void Connection::advance_snd_una() {
+void MetaroceConnection::advance_snd_una() {
   while (snd_una_ < snd_next_) {
     TxPacket& pkt = tx_[snd_una_ & (config_.psn_window - 1)];
     if (pkt.state != TxPacket::acked) break;
@@ -533,7 +533,7 @@ void Connection::advance_snd_una() {
   if (snd_una_ < snd_next_ || segment_index_ < send_queue_.size()) wants_poll_ = true;
 }
 
-void Connection::complete_sends() {
+void MetaroceConnection::complete_sends() {
   for (std::uint16_t s = 0; s < config_.streams; ++s) {
     auto& queue = stream_sends_[s];
     while (!queue.empty() && queue.front()->finished) {

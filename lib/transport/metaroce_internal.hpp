@@ -1,4 +1,4 @@
-// Private: the state behind Connection, shared by its .cpp files only.
+// Private: the state behind MetaroceConnection, shared by its .cpp files only.
 #pragma once
 
 #include <array>
@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <deque>
 
-#include "transport/connection.hpp"
+#include "transport/metaroce_connection.hpp"
 
 namespace metaroce::transport {
 
 // A send work request being carried out.
-struct Connection::SendMessage {
+struct MetaroceConnection::SendMessage {
   SendRequest request;
   std::uint32_t msg_seq = 0;   // per stream
   std::uint32_t recv_seq = 0;  // per stream, for messages that consume a receive
@@ -27,7 +27,7 @@ struct Connection::SendMessage {
 };
 
 // One PSN's packet, from its first transmission until it is acknowledged.
-struct Connection::TxPacket {
+struct MetaroceConnection::TxPacket {
   enum State : std::uint8_t { free_slot, in_flight, lost, rnr_wait, acked };
   SendMessage* message = nullptr;
   std::uint32_t offset = 0;
@@ -42,14 +42,14 @@ struct Connection::TxPacket {
 
 // Send side of a path. seq_slot[s % 256] holds what path sequence s carried
 // while it is unresolved (neither acknowledged nor declared lost).
-struct Connection::TxPath {
+struct MetaroceConnection::TxPath {
   static constexpr std::uint64_t no_packet = ~std::uint64_t{0};
   static constexpr std::uint64_t probe = no_packet - 1;
 
   TxPath()
-      : rto_timer(&Connection::rto_callback), probe_timer(&Connection::probe_callback) {}
+      : rto_timer(&MetaroceConnection::rto_callback), probe_timer(&MetaroceConnection::probe_callback) {}
 
-  Connection* owner = nullptr;
+  MetaroceConnection* owner = nullptr;
   std::uint16_t id = 0;
   std::uint16_t src_port = 0;
   PathState state = PathState::active;
@@ -81,7 +81,7 @@ struct Connection::TxPath {
 
 // Receive side of a path: cum is the first sequence not received (or no
 // longer tracked); bit i of sack means cum + 1 + i arrived.
-struct Connection::RxPath {
+struct MetaroceConnection::RxPath {
   std::uint32_t cum = 0;
   std::array<std::uint64_t, 4> sack{};
   std::uint16_t ce_count = 0;
@@ -118,7 +118,7 @@ struct Connection::RxPath {
 };
 
 // A message being received: placed in any order, completed in order.
-struct Connection::RxMessage {
+struct MetaroceConnection::RxMessage {
   bool active = false;
   bool is_send = false;
   bool has_imm = false;
@@ -129,7 +129,7 @@ struct Connection::RxMessage {
   std::uint64_t placed = 0;
 };
 
-struct Connection::RxStream {
+struct MetaroceConnection::RxStream {
   std::uint32_t next_complete = 0;  // msg_seq of the next message to complete
   std::vector<RxMessage> ring;      // indexed by msg_seq & (stream_window - 1)
   std::deque<ReceiveRequest> posted;

@@ -1,0 +1,110 @@
+// The metaroce connection: reorder-free placement, packets sprayed over up
+// to 64 paths, per-path sequences with 256-bit SACK, loss told from
+// reordering by path, selective retransmission. doc/DESIGN.md, "Transport".
+#pragma once
+
+#include <deque>
+#include <memory>
+
+#include "transport/connection.hpp"
+#include "wire/header_template.hpp"
+
+namespace metaroce::transport {
+
+class MetaroceConnection final : public Connection {
+ public:
+  MetaroceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
+                     std::unique_ptr<CongestionControl> congestion);
+  ~MetaroceConnection() override;
+
+  void close() override;
+  PostResult post_send(const SendRequest& request) override;
+  PostResult post_receive(const ReceiveRequest& request) override;
+  void on_frame(Time now, const wire::ParsedFrame& frame) override;
+  void poll(Time now, TxBatch& out) override;
+  [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
+  [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override { return snd_next_ - snd_una_; }
+
+ private:
+  struct SendMessage;
+  struct TxPacket;
+  struct TxPath;
+  struct RxPath;
+  struct RxMessage;
+  struct RxStream;
+
+  void fail(CompletionStatus status, SendMessage* culprit);
+  void flush_all();
+
+  // --- send side (connection_tx.cpp) ---
+  void build_templates(TxPath& path);
+  bool send_data_packet(Time now, std::uint64_t rel, TxBatch& out);
+  bool send_probe(Time now, std::uint16_t path, TxBatch& out);
+  std::int32_t pick_path(bool for_retransmit) noexcept;
+  bool next_new_packet(std::uint64_t& rel);
+  void on_ack(Time now, const wire::ParsedFrame& frame);
+  void on_path_ack(Time now, const wire::MrPathAck& block);
+  void resolve(Time now, std::uint16_t path, std::uint32_t seq, bool delivered);
+  void mark_acked(std::uint64_t rel);
+  void mark_lost(std::uint64_t rel);
+  void advance_snd_una();
+  void complete_sends();
+  void arm_path_timers(Time now, TxPath& path);
+  void on_rto(Time now, std::uint16_t path);
+  void on_tail_probe(std::uint16_t path);
+  void on_rnr_timer(Time now);
+  static void rto_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
+  static void probe_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
+  static void rnr_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
+
+  // --- receive side (connection_rx.cpp) ---
+  void on_data(Time now, const wire::ParsedFrame& frame);
+  void on_probe(Time now, const wire::ParsedFrame& frame);
+  bool accept_path_seq(RxPath& path, std::uint32_t seq);
+  void note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame);
+  void complete_receives(RxStream& stream, std::uint16_t stream_id);
+  void send_nak(std::uint8_t syndrome, std::uint32_t psn);
+  void emit_acks(Time now, TxBatch& out);
+  static void ack_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
+
+  [[nodiscard]] std::uint32_t wire_psn(std::uint64_t rel) const noexcept {
+    return static_cast<std::uint32_t>((config_.initial_psn + rel) & wire::psn_mask);
+  }
+
+  std::unique_ptr<CongestionControl> congestion_;
+
+  // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
+  std::deque<std::unique_ptr<SendMessage>> send_queue_;  // in post order, until completed
+  std::size_t segment_index_ = 0;  // first message of send_queue_ with packets to assign
+  std::vector<std::deque<SendMessage*>> stream_sends_;  // per stream, in post order
+  std::vector<std::uint32_t> next_msg_seq_;
+  std::vector<std::uint32_t> next_recv_seq_;
+  std::vector<TxPacket> tx_;  // ring indexed by rel & (psn_window - 1)
+  std::uint64_t snd_una_ = 0;   // oldest rel not acknowledged
+  std::uint64_t snd_next_ = 0;  // next rel to assign
+  std::deque<std::uint64_t> retransmit_queue_;
+  std::deque<std::uint64_t> rnr_queue_;
+  std::unique_ptr<TxPath[]> tx_paths_;
+  std::uint32_t rr_next_path_ = 0;
+  std::uint32_t stalled_rounds_ = 0;  // RTOs of failed paths while none is active
+  timer::Timer rnr_timer_;
+  Time rnr_wake_ = 0;
+
+  // Receive side.
+  std::unique_ptr<RxPath[]> rx_paths_;
+  std::vector<std::uint64_t> rcv_bitmap_;  // psn_window bits, ring
+  std::uint64_t rcv_base_ = 0;            // rel of the first PSN not yet placed
+  std::vector<RxStream> rx_streams_;
+  std::uint32_t completed_msn_ = 0;
+  std::uint32_t unacked_packets_ = 0;
+  bool ack_now_ = false;
+  timer::Timer ack_timer_;
+  struct PendingNak {
+    std::uint8_t syndrome;
+    std::uint32_t psn;
+  };
+  std::vector<PendingNak> pending_naks_;
+  std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
+};
+
+}  // namespace metaroce::transport
