@@ -114,7 +114,7 @@ class Connection {
     return transitions_[static_cast<std::size_t>(to)];
   }
   [[nodiscard]] virtual PathInfo path_info(std::uint16_t path) const noexcept = 0;
-  // Sent data packets not yet acknowledged (all paths).
+  // Data packets in flight: sent, and neither acknowledged nor known lost.
   [[nodiscard]] virtual std::uint64_t packets_outstanding() const noexcept = 0;
 
   // Packets poll() may emit per call before yielding (wants_poll()).

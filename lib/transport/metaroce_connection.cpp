@@ -143,6 +143,7 @@ void MetaroceConnection::flush_all() {
     path.probe_due = false;
   }
   snd_una_ = snd_next_;
+  data_in_flight_ = 0;
   wheel_.cancel(rnr_timer_);
   wants_poll_ = !pending_naks_.empty();
 }

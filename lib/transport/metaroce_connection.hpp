@@ -23,7 +23,7 @@ class MetaroceConnection final : public Connection {
   void on_frame(Time now, const wire::ParsedFrame& frame) override;
   void poll(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
-  [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override { return snd_next_ - snd_una_; }
+  [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override { return data_in_flight_; }
 
  private:
   struct SendMessage;
@@ -82,6 +82,7 @@ class MetaroceConnection final : public Connection {
   std::vector<TxPacket> tx_;  // ring indexed by rel & (psn_window - 1)
   std::uint64_t snd_una_ = 0;   // oldest rel not acknowledged
   std::uint64_t snd_next_ = 0;  // next rel to assign
+  std::uint32_t data_in_flight_ = 0;  // data transmissions unresolved, all paths
   std::deque<std::uint64_t> retransmit_queue_;
   std::deque<std::uint64_t> rnr_queue_;
   std::unique_ptr<TxPath[]> tx_paths_;

@@ -262,6 +262,7 @@ bool MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& 
   path.seq_slot[seq % wire::sack_bits] = rel;
   ++path.next_seq;
   ++path.in_flight;
+  ++data_in_flight_;
   ++path.stats.sent;
   pkt.path = path_id;
   pkt.path_seq = seq;
@@ -321,7 +322,8 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     TxPath& path = tx_paths_[p];
     if (path.probe_due && send_probe(now, p, out)) path.probe_due = false;
   }
-  while (!retransmit_queue_.empty() && out.size() - start < burst_limit) {
+  while (!retransmit_queue_.empty() && out.size() - start < burst_limit &&
+         data_in_flight_ < congestion_->connection_window()) {
     const std::uint64_t rel = retransmit_queue_.front();
     if (rel < snd_una_ || rel >= snd_next_ || tx_[rel & (config_.psn_window - 1)].state != TxPacket::lost) {
       retransmit_queue_.pop_front();
@@ -332,8 +334,11 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
   }
   // New packets wait for the retransmissions: lost data goes first.
   while (retransmit_queue_.empty() && out.size() - start < burst_limit) {
-    if (snd_next_ - snd_una_ >= std::min<std::uint64_t>(config_.psn_window, congestion_->connection_window()))
-      break;
+    // The receive bitmap bounds the PSN span; congestion control bounds the
+    // packets actually in flight. A hole left by a lost packet holds the
+    // span open but takes no congestion window: that is what keeps loss
+    // from stalling the connection.
+    if (snd_next_ - snd_una_ >= config_.psn_window || data_in_flight_ >= congestion_->connection_window()) break;
     if (pick_path(false) < 0) break;
     std::uint64_t rel;
     if (!next_new_packet(rel)) break;
@@ -378,6 +383,7 @@ void MetaroceConnection::resolve(Time, std::uint16_t path_id, std::uint32_t seq,
     --path.probes_in_flight;
   } else {
     --path.in_flight;
+    --data_in_flight_;
   }
   while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet) ++path.una;
   if (rel == TxPath::probe || rel < snd_una_ || rel >= snd_next_) return;
@@ -496,6 +502,7 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
         if (path.holds(pkt->path_seq) && path.seq_slot[pkt->path_seq % wire::sack_bits] == rel) {
           path.seq_slot[pkt->path_seq % wire::sack_bits] = TxPath::no_packet;
           --path.in_flight;
+          --data_in_flight_;
           while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet)
             ++path.una;
           arm_path_timers(now, path);
