@@ -52,6 +52,7 @@ inline constexpr std::uint8_t mr_write_imm = 0xc1;
 inline constexpr std::uint8_t mr_send = 0xc2;
 inline constexpr std::uint8_t mr_send_imm = 0xc3;
 inline constexpr std::uint8_t mr_ack = 0xc4;
+inline constexpr std::uint8_t mr_probe = 0xc5;
 }  // namespace opcode
 
 // Which headers follow the BTH, in wire order:
@@ -131,6 +132,7 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() noexcept {
   t[0xc2] = {"MR_SEND", payload | has_mr_data | has_mr_send};
   t[0xc3] = {"MR_SEND_WITH_IMMEDIATE", payload | has_mr_data | has_mr_send | has_imm};
   t[0xc4] = {"MR_ACK", has_mr_ack};
+  t[0xc5] = {"MR_PROBE", has_mr_data};
   return t;
 }
 
@@ -139,7 +141,7 @@ inline constexpr std::array<OpcodeInfo, 256> opcode_table = make_opcode_table();
 inline const OpcodeInfo& opcode_info(std::uint8_t op) noexcept { return opcode_table[op]; }
 
 [[nodiscard]] inline bool is_metaroce_opcode(std::uint8_t op) noexcept {
-  return op >= opcode::mr_write && op <= opcode::mr_ack;
+  return op >= opcode::mr_write && op <= opcode::mr_probe;
 }
 
 }  // namespace metaroce::wire
