@@ -38,7 +38,7 @@ class MetaroceConnection final : public Connection {
 
   // --- send side (connection_tx.cpp) ---
   void build_templates(TxPath& path);
-  bool send_data_packet(Time now, std::uint64_t rel, TxBatch& out);
+  void send_data_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
   bool send_probe(Time now, std::uint16_t path, TxBatch& out);
   std::int32_t pick_path(bool for_retransmit) noexcept;
   bool next_new_packet(std::uint64_t& rel);

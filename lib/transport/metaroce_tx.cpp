@@ -211,10 +211,7 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
   return false;
 }
 
-bool MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
-  const std::int32_t chosen = pick_path(tx_[rel & (config_.psn_window - 1)].transmissions > 0);
-  if (chosen < 0) return false;
-  const auto path_id = static_cast<std::uint16_t>(chosen);
+void MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, std::uint16_t path_id, TxBatch& out) {
   TxPath& path = tx_paths_[path_id];
   TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
   const SendMessage& m = *pkt.message;
@@ -278,7 +275,6 @@ bool MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& 
   congestion_->on_send(path_id, pkt.length, now);
   if (!path.rto_timer.armed()) path.last_progress = now;
   arm_path_timers(now, path);
-  return true;
 }
 
 bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
@@ -329,8 +325,10 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
       retransmit_queue_.pop_front();
       continue;
     }
-    if (!send_data_packet(now, rel, out)) break;
+    const std::int32_t path = pick_path(true);
+    if (path < 0) break;
     retransmit_queue_.pop_front();
+    send_data_packet(now, rel, static_cast<std::uint16_t>(path), out);
   }
   // New packets wait for the retransmissions: lost data goes first.
   while (retransmit_queue_.empty() && out.size() - start < burst_limit) {
@@ -339,13 +337,11 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     // span open but takes no congestion window: that is what keeps loss
     // from stalling the connection.
     if (snd_next_ - snd_una_ >= config_.psn_window || data_in_flight_ >= congestion_->connection_window()) break;
-    if (pick_path(false) < 0) break;
+    const std::int32_t path = pick_path(false);
+    if (path < 0) break;
     std::uint64_t rel;
     if (!next_new_packet(rel)) break;
-    if (!send_data_packet(now, rel, out)) {
-      retransmit_queue_.push_front(rel);  // cannot happen after pick_path; keep it safe
-      break;
-    }
+    send_data_packet(now, rel, static_cast<std::uint16_t>(path), out);
   }
   wants_poll_ = out.size() - start >= burst_limit;
 }

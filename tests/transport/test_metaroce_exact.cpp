@@ -1,0 +1,361 @@
+// MetaroceConnection driven by hand, frame by frame, without the simulator:
+// exact headers, exact ACK contents, and every error path with its counter.
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "timer/wheel.hpp"
+#include "transport/connection.hpp"
+#include "transport/memory_region.hpp"
+#include "wire/frame.hpp"
+
+namespace {
+
+using namespace metaroce;
+using namespace metaroce::transport;
+
+// Two connections joined by hand: frames move only when a test says so.
+struct Pair {
+  explicit Pair(std::uint16_t paths = 4, std::uint32_t mtu = 1024) {
+    ConnectionConfig ca;
+    ca.paths = paths;
+    ca.mtu = mtu;
+    ca.streams = 2;
+    ca.local_qpn = 0x11;
+    ca.peer_qpn = 0x22;
+    ca.initial_psn = 0xfffffe;  // wraps after two packets
+    ca.peer_initial_psn = 7;
+    ca.endpoints.local_ipv4 = 0x0a000001;
+    ca.endpoints.peer_ipv4 = 0x0a000002;
+    ca.ack_every_packets = 1000;  // ACKs only when a test forces them
+    ca.ack_delay = 1'000'000;
+    ConnectionConfig cb = ca;
+    std::swap(cb.local_qpn, cb.peer_qpn);
+    std::swap(cb.initial_psn, cb.peer_initial_psn);
+    std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
+    std::string error;
+    a = Connection::create(ca, mem_a, wheel_a, nullptr, error);
+    EXPECT_TRUE(a) << error;
+    b = Connection::create(cb, mem_b, wheel_b, nullptr, error);
+    EXPECT_TRUE(b) << error;
+    a->connect();
+    b->connect();
+    src.assign(64 * 1024, 0);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 13 + 1);
+    dst.assign(64 * 1024 + 2 * guard, 0xc5);
+    std::memset(dst.data() + guard, 0, 64 * 1024);
+    src_key = mem_a.register_region(src.data(), src.size(), access_local_write);
+    dst_key = mem_b.register_region(dst.data() + guard, 64 * 1024, access_local_write | access_remote_write);
+  }
+
+  // Frames a connection emits now, serialized.
+  static std::vector<std::vector<std::uint8_t>> drain(Connection& c, Time now) {
+    TxBatch batch;
+    c.poll(now, batch);
+    std::vector<std::vector<std::uint8_t>> frames;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      frames.emplace_back();
+      batch.serialize(i, frames.back());
+    }
+    return frames;
+  }
+  static void deliver(Connection& c, Time now, const std::vector<std::uint8_t>& frame) {
+    wire::ParsedFrame p;
+    ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+    c.on_frame(now, p);
+  }
+  static wire::ParsedFrame parse(const std::vector<std::uint8_t>& frame) {
+    wire::ParsedFrame p;
+    EXPECT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+    return p;
+  }
+  std::uint8_t* dst_at(std::size_t offset) { return dst.data() + guard + offset; }
+  bool guards_intact() const {
+    for (std::size_t i = 0; i < guard; ++i)
+      if (dst[i] != 0xc5 || dst[guard + 64 * 1024 + i] != 0xc5) return false;
+    return true;
+  }
+
+  static constexpr std::size_t guard = 4096;
+  MemoryRegistry mem_a, mem_b;
+  timer::Wheel wheel_a{0}, wheel_b{0};
+  std::unique_ptr<Connection> a, b;
+  std::vector<std::uint8_t> src, dst;
+  std::uint32_t src_key = 0, dst_key = 0;
+};
+
+SendRequest write_request(Pair& p, std::uint64_t id, std::size_t offset, std::size_t len) {
+  SendRequest r;
+  r.wr_id = id;
+  r.op = SendOp::write;
+  r.local_addr = p.src.data() + offset;
+  r.length = len;
+  r.lkey = p.src_key;
+  r.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst_at(offset));
+  r.rkey = p.dst_key;
+  return r;
+}
+
+TEST(MetaroceExact, WriteIsSprayedAndPlacedOutOfOrder) {
+  Pair p(4, 1024);
+  ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 3000)), PostResult::ok);
+  auto frames = Pair::drain(*p.a, 100'000);
+  ASSERT_EQ(frames.size(), 3u);  // 1024 + 1024 + 952
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const auto f = Pair::parse(frames[i]);
+    EXPECT_EQ(f.bth.opcode, wire::opcode::mr_write);
+    EXPECT_EQ(f.bth.dest_qp, 0x22u);
+    EXPECT_EQ(f.bth.psn, (0xfffffeu + i) & wire::psn_mask);  // PSN wraps through 0
+    EXPECT_EQ(f.mr_data.path_id, i);                          // round-robin spraying
+    EXPECT_EQ(f.mr_data.path_seq, 0u);                        // each path's first packet
+    EXPECT_EQ(f.udp_src_port, 49152 + i);
+    EXPECT_EQ(f.mr_write.msg_offset, 1024 * i);
+    EXPECT_EQ(f.mr_write.va, reinterpret_cast<std::uintptr_t>(p.dst_at(1024 * i)));
+    EXPECT_EQ(f.mr_write.msg_len, 3000u);
+    EXPECT_EQ((f.mr_data.flags & wire::mr_flag::last) != 0, i == 2);
+    EXPECT_EQ(f.bth.ack_req, i == 2);
+    EXPECT_EQ(f.ecn(), 2);  // ECT(0)
+  }
+  // Deliver last, first, middle: each lands in place at once.
+  Pair::deliver(*p.b, 110'000, frames[2]);
+  EXPECT_EQ(std::memcmp(p.dst_at(2048), p.src.data() + 2048, 952), 0);
+  EXPECT_EQ(*p.dst_at(0), 0);
+  Pair::deliver(*p.b, 110'000, frames[0]);
+  Pair::deliver(*p.b, 110'000, frames[1]);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 3000), 0);
+  EXPECT_EQ(p.b->counters().data_bytes_placed, 3000u);
+  EXPECT_TRUE(p.guards_intact());
+
+  // The AckReq on the last packet made B want to ACK: one ACK, three paths.
+  auto acks = Pair::drain(*p.b, 120'000);
+  ASSERT_EQ(acks.size(), 1u);
+  const auto ack = Pair::parse(acks[0]);
+  EXPECT_EQ(ack.bth.opcode, wire::opcode::mr_ack);
+  EXPECT_EQ(ack.mr_ack.delivered_psn, 1u);  // 0xfffffe + 3, wrapped
+  EXPECT_EQ(ack.mr_ack.path_count, 3u);
+  for (std::size_t i = 0; i < ack.mr_ack.path_count; ++i) {
+    const auto block = ack.path_ack(i);
+    EXPECT_EQ(block.cum_seq, 1u);
+    EXPECT_EQ(block.sack, (std::array<std::uint8_t, 32>{}));
+  }
+  Pair::deliver(*p.a, 130'000, acks[0]);
+  std::vector<Completion> cq;
+  ASSERT_EQ(p.a->poll_completions(cq), 1u);
+  EXPECT_EQ(cq[0].wr_id, 1u);
+  EXPECT_EQ(cq[0].status, CompletionStatus::success);
+  EXPECT_EQ(cq[0].kind, CompletionKind::write);
+  EXPECT_EQ(p.a->packets_outstanding(), 0u);
+}
+
+TEST(MetaroceExact, GapOnAPathRetransmitsExactlyTheMissingPacketOnAnotherSequence) {
+  Pair p(1, 1024);  // one path, so the gap is unambiguous
+  ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 4096)), PostResult::ok);
+  auto frames = Pair::drain(*p.a, 100'000);
+  ASSERT_EQ(frames.size(), 4u);
+  // Packet 1 (path seq 1) is lost; 0, 2, 3 arrive.
+  Pair::deliver(*p.b, 110'000, frames[0]);
+  Pair::deliver(*p.b, 110'000, frames[2]);
+  Pair::deliver(*p.b, 110'000, frames[3]);
+  auto acks = Pair::drain(*p.b, 110'000);  // a gap forces an immediate ACK
+  ASSERT_EQ(acks.size(), 1u);
+  const auto block = Pair::parse(acks[0]).path_ack(0);
+  EXPECT_EQ(block.cum_seq, 1u);
+  EXPECT_TRUE(block.sack_bit(0));  // seq 2
+  EXPECT_TRUE(block.sack_bit(1));  // seq 3
+  EXPECT_FALSE(block.sack_bit(2));
+  Pair::deliver(*p.a, 120'000, acks[0]);
+  EXPECT_EQ(p.a->counters().packets_declared_lost, 1u);
+  auto resent = Pair::drain(*p.a, 120'000);
+  ASSERT_EQ(resent.size(), 1u);
+  const auto r = Pair::parse(resent[0]);
+  EXPECT_EQ(r.bth.psn, (0xfffffeu + 1) & wire::psn_mask);  // same PSN
+  EXPECT_EQ(r.mr_data.path_seq, 4u);                        // new path sequence
+  EXPECT_TRUE(r.mr_data.flags & wire::mr_flag::retransmit);
+  EXPECT_EQ(r.mr_write.msg_offset, 1024u);
+  Pair::deliver(*p.b, 130'000, resent[0]);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 4096), 0);
+  EXPECT_EQ(p.a->counters().retransmitted_packets, 1u);
+  EXPECT_EQ(p.b->counters().duplicate_packets, 0u);
+}
+
+TEST(MetaroceExact, DuplicateIsDroppedAndCounted) {
+  Pair p(2, 1024);
+  ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 2048)), PostResult::ok);
+  auto frames = Pair::drain(*p.a, 100'000);
+  ASSERT_EQ(frames.size(), 2u);
+  Pair::deliver(*p.b, 110'000, frames[1]);
+  std::memset(p.dst_at(1024), 0xee, 16);  // the application reuses the bytes
+  Pair::deliver(*p.b, 110'000, frames[1]);  // same PSN, same path sequence
+  EXPECT_EQ(p.dst_at(1024)[0], 0xee) << "a duplicate must not be placed again";
+  EXPECT_EQ(p.b->counters().duplicate_packets, 1u);
+  EXPECT_EQ(p.b->counters().spurious_retransmissions, 0u);  // a network copy, not a resend
+}
+
+TEST(MetaroceExact, SendWithoutReceiveIsRnrNakedThenRetried) {
+  Pair p(2, 1024);
+  SendRequest s;
+  s.wr_id = 9;
+  s.op = SendOp::send_imm;
+  s.stream = 1;
+  s.local_addr = p.src.data();
+  s.length = 100;
+  s.lkey = p.src_key;
+  s.imm = 0xabcdef01;
+  ASSERT_EQ(p.a->post_send(s), PostResult::ok);
+  auto frames = Pair::drain(*p.a, 100'000);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(Pair::parse(frames[0]).bth.opcode, wire::opcode::mr_send_imm);
+  Pair::deliver(*p.b, 110'000, frames[0]);
+  EXPECT_EQ(p.b->counters().rnr_naks_sent, 1u);
+  auto naks = Pair::drain(*p.b, 110'000);
+  ASSERT_EQ(naks.size(), 1u);
+  const auto nak = Pair::parse(naks[0]);
+  EXPECT_EQ(wire::ack_kind(nak.mr_ack.syndrome), wire::AckKind::rnr_nak);
+  EXPECT_EQ(nak.bth.psn, 0xfffffeu);
+  Pair::deliver(*p.a, 120'000, naks[0]);
+  EXPECT_EQ(p.a->counters().rnr_naks_received, 1u);
+  EXPECT_TRUE(Pair::drain(*p.a, 120'000).empty()) << "nothing resent before rnr_delay";
+
+  ReceiveRequest r;
+  r.wr_id = 77;
+  r.stream = 1;
+  r.addr = p.dst_at(0);
+  r.length = 4096;
+  r.lkey = p.dst_key;
+  ASSERT_EQ(p.b->post_receive(r), PostResult::ok);
+  // The RNR timer fires no earlier than rnr_delay after the NAK.
+  const timer::Tick wake = p.wheel_a.next_deadline();
+  ASSERT_GE(wake, 120'000 + p.a->config().rnr_delay);
+  p.wheel_a.advance(wake);
+  auto resent = Pair::drain(*p.a, wake);
+  ASSERT_EQ(resent.size(), 1u);
+  Pair::deliver(*p.b, 150'000, resent[0]);
+  std::vector<Completion> cq;
+  ASSERT_EQ(p.b->poll_completions(cq), 1u);
+  EXPECT_EQ(cq[0].wr_id, 77u);
+  EXPECT_EQ(cq[0].kind, CompletionKind::receive);
+  EXPECT_EQ(cq[0].stream, 1);
+  EXPECT_EQ(cq[0].byte_len, 100u);
+  EXPECT_TRUE(cq[0].has_imm);
+  EXPECT_EQ(cq[0].imm, 0xabcdef01u);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 100), 0);
+}
+
+TEST(MetaroceExact, WriteOutsideTheRegionWritesNothingAndFailsBothEnds) {
+  Pair p(1, 1024);
+  SendRequest w = write_request(p, 5, 0, 2048);
+  w.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst_at(64 * 1024 - 1024));  // second packet overruns
+  ASSERT_EQ(p.a->post_send(w), PostResult::ok);
+  SendRequest later = write_request(p, 6, 4096, 10);
+  ASSERT_EQ(p.a->post_send(later), PostResult::ok);
+  auto frames = Pair::drain(*p.a, 100'000);
+  ASSERT_EQ(frames.size(), 3u);
+  Pair::deliver(*p.b, 110'000, frames[1]);  // the overrunning packet first
+  EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
+  EXPECT_EQ(p.b->state(), ConnectionState::error);
+  EXPECT_TRUE(p.guards_intact());
+  EXPECT_EQ(*p.dst_at(64 * 1024 - 1), 0) << "nothing placed";
+  auto naks = Pair::drain(*p.b, 110'000);
+  ASSERT_EQ(naks.size(), 1u);
+  EXPECT_EQ(Pair::parse(naks[0]).mr_ack.syndrome, wire::syndrome::nak_remote_access_error);
+  Pair::deliver(*p.b, 111'000, frames[0]);  // ERROR: dropped and counted
+  EXPECT_EQ(p.b->counters().packets_in_error_state, 1u);
+  Pair::deliver(*p.a, 120'000, naks[0]);
+  std::vector<Completion> cq;
+  ASSERT_EQ(p.a->poll_completions(cq), 2u);
+  EXPECT_EQ(cq[0].wr_id, 5u);
+  EXPECT_EQ(cq[0].status, CompletionStatus::remote_access_error);
+  EXPECT_EQ(cq[1].wr_id, 6u);
+  EXPECT_EQ(cq[1].status, CompletionStatus::flushed);
+  EXPECT_EQ(p.a->state(), ConnectionState::error);
+  EXPECT_EQ(p.a->state_transitions(ConnectionState::error), 1u);
+}
+
+TEST(MetaroceExact, UnreachablePeerEndsInRetryExceeded) {
+  Pair p(2, 1024);
+  ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 1000)), PostResult::ok);
+  ASSERT_EQ(Pair::drain(*p.a, 0).size(), 1u);
+  // Nothing ever comes back: probes, path failures, then retry_exceeded.
+  Time now = 0;
+  std::vector<Completion> cq;
+  for (int i = 0; i < 100000 && cq.empty(); ++i) {
+    const timer::Tick next = p.wheel_a.next_deadline();
+    ASSERT_NE(next, timer::kNever) << "the connection stopped trying";
+    now = next;
+    p.wheel_a.advance(now);
+    Pair::drain(*p.a, now);
+    p.a->poll_completions(cq);
+  }
+  ASSERT_EQ(cq.size(), 1u);
+  EXPECT_EQ(cq[0].status, CompletionStatus::retry_exceeded);
+  EXPECT_EQ(p.a->state(), ConnectionState::error);
+  EXPECT_EQ(p.a->counters().paths_failed, 2u);
+  EXPECT_GT(p.a->counters().probes_sent, 0u);
+  EXPECT_LT(now, 60'000'000'000u) << "gave up within a minute of virtual time";
+}
+
+TEST(MetaroceExact, BadPostsAreRefusedWithAReason) {
+  Pair p(1, 1024);
+  SendRequest w = write_request(p, 1, 0, 100);
+  w.stream = 2;
+  EXPECT_EQ(p.a->post_send(w), PostResult::bad_stream);
+  w = write_request(p, 1, 0, 100);
+  w.lkey = 12345;
+  EXPECT_EQ(p.a->post_send(w), PostResult::bad_lkey);
+  w = write_request(p, 1, 64 * 1024 - 50, 100);  // local bytes run past the region
+  EXPECT_EQ(p.a->post_send(w), PostResult::bad_lkey);
+  w = write_request(p, 1, 0, 100);
+  w.rkey = 0;
+  EXPECT_EQ(p.a->post_send(w), PostResult::bad_rkey);
+  p.a->close();
+  EXPECT_EQ(p.a->post_send(write_request(p, 1, 0, 100)), PostResult::not_ready);
+  EXPECT_EQ(p.a->state(), ConnectionState::closed);
+}
+
+TEST(MetaroceExact, ConfigErrorsSayWhatToFix) {
+  MemoryRegistry mem;
+  timer::Wheel wheel{0};
+  std::string error;
+  ConnectionConfig c;
+  c.mtu = 100;
+  EXPECT_EQ(Connection::create(c, mem, wheel, nullptr, error), nullptr);
+  EXPECT_EQ(error, "mtu 100 is outside 256..9000 payload bytes");
+  c = ConnectionConfig{};
+  c.paths = 65;
+  EXPECT_EQ(Connection::create(c, mem, wheel, nullptr, error), nullptr);
+  EXPECT_EQ(error, "paths 65 is outside 1..64 (metaroce mode)");
+  c = ConnectionConfig{};
+  c.psn_window = 1000;
+  EXPECT_EQ(Connection::create(c, mem, wheel, nullptr, error), nullptr);
+  EXPECT_EQ(error, "psn_window 1000 must be a power of two up to 4194304");
+}
+
+TEST(MemoryRegistry, BoundsAreCheckedWithoutOverflow) {
+  MemoryRegistry mem;
+  std::vector<std::uint8_t> buf(4096);
+  const auto base = reinterpret_cast<std::uintptr_t>(buf.data());
+  const std::uint32_t key = mem.register_region(buf.data(), 4096, access_remote_write);
+  EXPECT_NE(key, 0u);
+  EXPECT_EQ(mem.check(key, base, 4096, access_remote_write), AccessCheck::ok);
+  EXPECT_EQ(mem.check(key, base + 4095, 1, access_remote_write), AccessCheck::ok);
+  EXPECT_EQ(mem.check(key, base + 4096, 0, access_remote_write), AccessCheck::ok);
+  EXPECT_EQ(mem.check(key, base + 4095, 2, access_remote_write), AccessCheck::out_of_bounds);
+  EXPECT_EQ(mem.check(key, base - 1, 1, access_remote_write), AccessCheck::out_of_bounds);
+  EXPECT_EQ(mem.check(key, base + 1, ~std::uint64_t{0}, access_remote_write), AccessCheck::out_of_bounds);
+  EXPECT_EQ(mem.check(key, ~std::uint64_t{0} - 10, 100, access_remote_write), AccessCheck::out_of_bounds);
+  EXPECT_EQ(mem.check(key, base, 1, access_remote_read), AccessCheck::no_permission);
+  EXPECT_EQ(mem.check(key + 1, base, 1, access_remote_write), AccessCheck::bad_key);
+  EXPECT_EQ(mem.check(0, base, 1, access_remote_write), AccessCheck::bad_key);
+  EXPECT_TRUE(mem.deregister(key));
+  EXPECT_FALSE(mem.deregister(key));
+  EXPECT_EQ(mem.check(key, base, 1, access_remote_write), AccessCheck::bad_key);
+  // The slot is reused with a new generation: the old key stays dead.
+  const std::uint32_t key2 = mem.register_region(buf.data(), 4096, access_remote_write);
+  EXPECT_NE(key2, key);
+  EXPECT_EQ(mem.check(key, base, 1, access_remote_write), AccessCheck::bad_key);
+  EXPECT_EQ(mem.check(key2, base, 1, access_remote_write), AccessCheck::ok);
+  EXPECT_EQ(mem.size(), 1u);
+}
+
+}  // namespace
