@@ -11,6 +11,9 @@ MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryReg
       congestion_(std::move(congestion)),
       rnr_timer_(&MetaroceConnection::rnr_callback, this),
       ack_timer_(&MetaroceConnection::ack_callback, this) {
+  // Sizes doc/DESIGN.md ("Sizes") quotes; a change here changes them.
+  static_assert(sizeof(TxPacket) == 32);
+  static_assert(sizeof(RxMessage) == 32);
   stream_sends_.resize(config_.streams);
   next_msg_seq_.assign(config_.streams, 0);
   next_recv_seq_.assign(config_.streams, 0);
