@@ -2,6 +2,7 @@
 #include "transport/connection.hpp"
 
 #include "transport/metaroce_connection.hpp"
+#include "transport/roce_connection.hpp"
 
 namespace metaroce::transport {
 
@@ -24,10 +25,8 @@ std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, M
   error = validate(config);
   if (!error.empty()) return nullptr;
   if (!congestion) congestion = std::make_unique<FixedWindow>(config.path_window, config.psn_window);
-  if (config.mode == Mode::rocev2) {
-    error = "rocev2 mode is not built yet (RoceConnection)";
-    return nullptr;
-  }
+  if (config.mode == Mode::rocev2)
+    return std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion));
   return std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion));
 }
 

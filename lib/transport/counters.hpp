@@ -26,6 +26,7 @@ namespace metaroce::transport {
   X(spurious_retransmissions, "of those, new on their path: a retransmission that was not needed") \
   X(stale_packets, "of those, PSN already behind the receive window")                    \
   X(psn_beyond_window, "data packets dropped: PSN beyond the receive window")                \
+  X(out_of_sequence_drops, "rocev2: data packets dropped: PSN past the expected one (a gap)") \
   X(path_seq_beyond_window, "data packets dropped: path sequence beyond the SACK window")    \
   X(path_id_out_of_range, "packets dropped: path id >= the connection's paths")              \
   X(stream_out_of_range, "packets dropped: stream id >= the connection's streams")           \
@@ -41,6 +42,8 @@ namespace metaroce::transport {
   X(sack_unknown, "SACK bits or path blocks for packets never sent")                        \
   X(packets_in_error_state, "packets dropped because the connection is in ERROR")            \
   X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
+  X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (READ, atomics, UC, UD)") \
+  X(cnp_received, "rocev2: CNPs received (counted, not acted on until DCQCN)")              \
   X(send_completions, "send and write completions delivered")                               \
   X(receive_completions, "receive completions delivered")
 

@@ -515,8 +515,9 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
       ++counters_.naks_received;
       if (pkt != nullptr && pkt->state != TxPacket::free_slot) {
         const std::uint8_t code = ack.syndrome;
-        fail(code == wire::syndrome::nak_remote_access_error ? CompletionStatus::remote_access_error
-                                                             : CompletionStatus::remote_invalid_request,
+        fail(code == wire::syndrome::nak_remote_access_error        ? CompletionStatus::remote_access_error
+             : code == wire::syndrome::nak_remote_operational_error ? CompletionStatus::remote_operational_error
+                                                                    : CompletionStatus::remote_invalid_request,
              pkt->message);
         return;
       }

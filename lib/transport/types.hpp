@@ -55,6 +55,7 @@ enum class CompletionStatus : std::uint8_t {
   success,
   remote_access_error,  // the peer refused a placement (rkey, bounds, rights)
   remote_invalid_request,  // e.g. a SEND larger than the posted receive
+  remote_operational_error,  // the peer could not complete it (NAK code 3)
   retry_exceeded,       // no acknowledgement within the retry limit
   rnr_retry_exceeded,   // the peer had no receive posted, retry limit reached
   flushed,              // the connection went to error or was closed first
@@ -63,9 +64,9 @@ enum class CompletionStatus : std::uint8_t {
 };
 
 inline constexpr std::array<std::string_view, static_cast<std::size_t>(CompletionStatus::count_)>
-    completion_status_names = {"success",        "remote_access_error", "remote_invalid_request",
-                               "retry_exceeded", "rnr_retry_exceeded",  "flushed",
-                               "local_length_error"};
+    completion_status_names = {"success",          "remote_access_error", "remote_invalid_request",
+                               "remote_operational_error", "retry_exceeded", "rnr_retry_exceeded",
+                               "flushed",          "local_length_error"};
 
 [[nodiscard]] constexpr std::string_view to_string(CompletionStatus s) noexcept {
   return completion_status_names[static_cast<std::size_t>(s)];

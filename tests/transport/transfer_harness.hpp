@@ -19,7 +19,7 @@
 namespace metaroce::test {
 
 struct TransferSpec {
-  std::uint16_t paths = 8;
+  std::uint16_t paths = 8;  // of the connection in metaroce mode; rocev2 always uses 1
   std::uint16_t streams = 4;
   std::uint32_t mtu = 4096;
   std::size_t messages = 10'000;
@@ -31,7 +31,9 @@ struct TransferSpec {
   std::uint64_t time_limit_ns = 60'000'000'000;  // virtual
   std::size_t max_outstanding_messages = 256;
   bool sends = true;  // include SEND (needs posted receives)
-  transport::ConnectionConfig base{};  // mode, windows, timers (addresses are filled in)
+  // mode, windows, timers (addresses are filled in). base.mode selects the
+  // connection's implementation: Mode::rocev2 runs the go-back-N baseline.
+  transport::ConnectionConfig base{};
 };
 
 struct TransferResult {
@@ -41,7 +43,7 @@ struct TransferResult {
   std::uint64_t bytes_verified = 0;
   std::uint64_t messages_completed = 0;
   std::uint64_t data_frames_sent = 0;       // by the sender, all transmissions
-  std::uint64_t data_frames_delivered = 0;  // to the receiver (after the fabric)
+  std::uint64_t data_frames_delivered = 0;  // to the receiver (after the fabric), parsed intact
   std::uint64_t max_path_in_flight = 0;
   std::uint64_t max_outstanding_psns = 0;
   transport::ConnectionCounters sender{};

@@ -1,0 +1,170 @@
+// RoceConnection: construction, the application API, errors and flushing.
+#include <array>
+
+#include "transport/roce_internal.hpp"
+
+namespace metaroce::transport {
+
+namespace roce {
+
+std::uint8_t rnr_timer_code(Time delay) noexcept {
+  // Delays of codes 1..31 in units of 10 us (code 0 is 655.36 ms).
+  static constexpr std::array<std::uint32_t, 32> tens_of_us = {
+      65536, 1,   2,   3,   4,    6,    8,    12,   16,   24,    32,    48,    64,    96,    128,   192,
+      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  for (std::uint8_t code = 1; code < 32; ++code)
+    if (Time{tens_of_us[code]} * 10'000 >= delay) return code;
+  return 0;
+}
+
+wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, bool ect) {
+  wire::FrameSpec s;
+  const Endpoints& e = c.endpoints;
+  s.eth.src = e.local_mac;
+  s.eth.dst = e.peer_mac;
+  s.eth.vlan_present = e.vlan_present;
+  s.eth.vlan_tci = e.vlan_tci;
+  s.ip_version = e.ip_version;
+  s.ipv4.src = e.local_ipv4;
+  s.ipv4.dst = e.peer_ipv4;
+  s.ipv4.dscp = e.dscp;
+  s.ipv6.src = e.local_ipv6;
+  s.ipv6.dst = e.peer_ipv6;
+  s.ipv6.dscp = e.dscp;
+  if (ect) {
+    s.ipv4.ecn = 2;  // ECT(0): a fabric may mark CE
+    s.ipv6.ecn = 2;
+  }
+  s.udp.src_port = c.base_src_port;  // one source port: one ECMP path
+  s.bth.opcode = opcode;
+  s.bth.dest_qp = c.peer_qpn;
+  return s;
+}
+
+}  // namespace roce
+
+RoceConnection::RoceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
+                               std::unique_ptr<CongestionControl> congestion)
+    : Connection(config, memory, wheel),
+      congestion_(std::move(congestion)),
+      rto_timer_(&RoceConnection::rto_callback, this),
+      rnr_timer_(&RoceConnection::rnr_callback, this),
+      ack_timer_(&RoceConnection::ack_callback, this) {
+  stats_.src_port = config_.base_src_port;
+  stats_.rto = config_.initial_rto;
+  build_templates();
+}
+
+RoceConnection::~RoceConnection() {
+  wheel_.cancel(rto_timer_);
+  wheel_.cancel(rnr_timer_);
+  wheel_.cancel(ack_timer_);
+}
+
+void RoceConnection::close() {
+  if (state_ == ConnectionState::closed) return;
+  flush_all();
+  pending_naks_.clear();
+  wheel_.cancel(ack_timer_);
+  set_state(ConnectionState::closed);
+}
+
+PostResult RoceConnection::post_send(const SendRequest& request) {
+  if (state_ != ConnectionState::ready) return PostResult::not_ready;
+  if (request.stream >= config_.streams) return PostResult::bad_stream;
+  if (request.length > 0xffff'ffffu) return PostResult::too_long;
+  if (request.length > 0 &&
+      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
+          AccessCheck::ok)
+    return PostResult::bad_lkey;
+  if (is_write(request.op) && request.rkey == 0) return PostResult::bad_rkey;
+
+  auto message = std::make_unique<SendMessage>();
+  message->request = request;
+  message->first_rel = snd_assigned_;
+  message->packets =
+      request.length == 0 ? 1 : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
+  snd_assigned_ += message->packets;
+  send_queue_.push_back(std::move(message));
+  wants_poll_ = true;
+  return PostResult::ok;
+}
+
+PostResult RoceConnection::post_receive(const ReceiveRequest& request) {
+  if (state_ != ConnectionState::ready && state_ != ConnectionState::init) return PostResult::not_ready;
+  if (request.stream >= config_.streams) return PostResult::bad_stream;
+  if (request.length > 0 &&
+      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.addr), request.length,
+                    access_local_write) != AccessCheck::ok)
+    return PostResult::bad_lkey;
+  posted_receives_.push_back(request);
+  return PostResult::ok;
+}
+
+// The RC rule: a fatal error completes the culprit with its status, moves
+// the connection to ERROR and flushes everything else outstanding. Messages
+// acknowledged before the error have completed already (complete_sends runs
+// first), so the culprit is the oldest message left and post order holds.
+void RoceConnection::fail(CompletionStatus status, const SendMessage* culprit) {
+  if (state_ == ConnectionState::error || state_ == ConnectionState::closed) return;
+  for (const auto& m : send_queue_) {
+    const SendRequest& r = m->request;
+    completions_.push_back(Completion{r.wr_id, m.get() == culprit ? status : CompletionStatus::flushed,
+                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
+                                      r.length, false, 0});
+    ++counters_.send_completions;
+  }
+  send_queue_.clear();
+  flush_all();
+  set_state(ConnectionState::error);
+}
+
+void RoceConnection::flush_all() {
+  for (const auto& m : send_queue_) {
+    const SendRequest& r = m->request;
+    completions_.push_back(Completion{r.wr_id, CompletionStatus::flushed,
+                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
+                                      r.length, false, 0});
+    ++counters_.send_completions;
+  }
+  send_queue_.clear();
+  tx_cursor_ = 0;
+  // The receive being filled is older than every posted one.
+  if (rx_receive_) {
+    completions_.push_back(Completion{rx_receive_->wr_id, CompletionStatus::flushed, CompletionKind::receive,
+                                      rx_receive_->stream, 0, false, 0});
+    ++counters_.receive_completions;
+    rx_receive_.reset();
+  }
+  for (const ReceiveRequest& r : posted_receives_) {
+    completions_.push_back(
+        Completion{r.wr_id, CompletionStatus::flushed, CompletionKind::receive, r.stream, 0, false, 0});
+    ++counters_.receive_completions;
+  }
+  posted_receives_.clear();
+  rx_in_message_ = false;
+  snd_una_ = snd_next_ = snd_max_ = snd_assigned_;
+  rnr_waiting_ = false;
+  retry_active_ = false;
+  rtt_probe_active_ = false;
+  wheel_.cancel(rto_timer_);
+  wheel_.cancel(rnr_timer_);
+  // NAKs already decided still go out (the peer must learn of the error).
+  wants_poll_ = !pending_naks_.empty();
+}
+
+PathInfo RoceConnection::path_info(std::uint16_t) const noexcept {
+  PathInfo info = stats_;
+  info.state = PathState::active;
+  info.src_port = config_.base_src_port;
+  info.in_flight = static_cast<std::uint32_t>(snd_max_ - snd_una_);
+  info.next_seq = wire_psn(snd_next_);
+  info.srtt = srtt_;
+  info.sent = counters_.data_packets_sent + counters_.retransmitted_packets;
+  info.retransmitted = counters_.retransmitted_packets;
+  info.declared_lost = counters_.packets_declared_lost;
+  info.timeouts = counters_.rto_timeouts;
+  return info;
+}
+
+}  // namespace metaroce::transport

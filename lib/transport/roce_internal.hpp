@@ -1,0 +1,68 @@
+// Private: the state behind RoceConnection, shared by its .cpp files only.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/roce_connection.hpp"
+
+namespace metaroce::transport {
+
+// A send work request, from post_send until its completion. Its PSNs are
+// [first_rel, first_rel + packets): assigned at post time, in post order.
+struct RoceConnection::SendMessage {
+  SendRequest request;
+  std::uint64_t first_rel = 0;
+  std::uint32_t packets = 0;
+  std::uint32_t rnr_retries = 0;
+
+  [[nodiscard]] std::uint64_t end_rel() const noexcept { return first_rel + packets; }
+};
+
+namespace roce {
+
+// RC data opcodes by kind and position in the message.
+[[nodiscard]] constexpr bool is_send_opcode(std::uint8_t op) noexcept { return op <= wire::opcode::send_only_imm; }
+[[nodiscard]] constexpr bool is_data_opcode(std::uint8_t op) noexcept { return op <= wire::opcode::write_only_imm; }
+[[nodiscard]] constexpr bool starts_message(std::uint8_t op) noexcept {
+  return op == wire::opcode::send_first || op == wire::opcode::send_only || op == wire::opcode::send_only_imm ||
+         op == wire::opcode::write_first || op == wire::opcode::write_only || op == wire::opcode::write_only_imm;
+}
+[[nodiscard]] constexpr bool ends_message(std::uint8_t op) noexcept {
+  return op != wire::opcode::send_first && op != wire::opcode::send_middle && op != wire::opcode::write_first &&
+         op != wire::opcode::write_middle;
+}
+[[nodiscard]] constexpr bool carries_imm(std::uint8_t op) noexcept {
+  return op == wire::opcode::send_last_imm || op == wire::opcode::send_only_imm ||
+         op == wire::opcode::write_last_imm || op == wire::opcode::write_only_imm;
+}
+
+// The opcode of packet `index` of `count` of a message of kind `op`.
+[[nodiscard]] constexpr std::uint8_t data_opcode(SendOp op, std::uint32_t index, std::uint32_t count) noexcept {
+  const bool only = count == 1;
+  const bool last = index + 1 == count;
+  const bool imm = has_imm(op);
+  if (is_write(op)) {
+    if (only) return imm ? wire::opcode::write_only_imm : wire::opcode::write_only;
+    if (index == 0) return wire::opcode::write_first;
+    if (last) return imm ? wire::opcode::write_last_imm : wire::opcode::write_last;
+    return wire::opcode::write_middle;
+  }
+  if (only) return imm ? wire::opcode::send_only_imm : wire::opcode::send_only;
+  if (index == 0) return wire::opcode::send_first;
+  if (last) return imm ? wire::opcode::send_last_imm : wire::opcode::send_last;
+  return wire::opcode::send_middle;
+}
+
+// AETH syndrome of an ACK without end-to-end credits ("credit count
+// invalid"): what a responder that does not advertise credits sends.
+inline constexpr std::uint8_t ack_no_credits = 0x1f;
+
+// Smallest IBTA RNR timer code (AETH low 5 bits) whose delay is >= `delay`
+// (IBTA table "RNR NAK timer field encodings"; code 0 is the longest).
+[[nodiscard]] std::uint8_t rnr_timer_code(Time delay) noexcept;
+
+// The Ethernet..BTH fields every frame of the connection shares.
+[[nodiscard]] wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, bool ect);
+
+}  // namespace roce
+}  // namespace metaroce::transport
