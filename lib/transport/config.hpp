@@ -57,6 +57,10 @@ struct ConnectionConfig {
   // A path that times out this many times in a row is failed: it gets a
   // new UDP source port and carries only probes until one is acknowledged.
   std::uint32_t path_fail_timeouts = 2;
+
+  // rocev2 notification point (DCQCN): at most one CNP per this interval
+  // when CE-marked packets arrive (ConnectX's min_time_between_cnps).
+  Time cnp_interval = 4'000;
 };
 
 // Empty when the config is usable; otherwise what is wrong and how to fix it.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "transport/types.hpp"
 
@@ -19,10 +20,18 @@ class CongestionControl {
                       Time rtt_sample, Time now) = 0;
   virtual void on_loss(std::uint16_t path, Time now) = 0;
   virtual void on_rate_hint(std::uint32_t mbps, Time now) = 0;
+  // A congestion notification packet (RoCEv2 CNP) arrived for this connection.
+  virtual void on_congestion_notification(Time) {}
   // Packets the path may have in flight (the transport also caps it at 256).
   [[nodiscard]] virtual std::uint32_t path_window(std::uint16_t path) const = 0;
   // Packets the connection may have in flight over all paths.
   [[nodiscard]] virtual std::uint32_t connection_window() const = 0;
+  // Bits per second the connection may send at, as of `now` (algorithms
+  // with timers, such as DCQCN's, bring themselves up to date here); 0
+  // means unpaced. The transport spaces its transmissions by it on the
+  // timing wheel.
+  [[nodiscard]] virtual std::uint64_t pacing_rate_bps(Time) { return 0; }
+  [[nodiscard]] virtual std::string_view name() const = 0;
 };
 
 class FixedWindow final : public CongestionControl {
@@ -35,6 +44,7 @@ class FixedWindow final : public CongestionControl {
   void on_rate_hint(std::uint32_t, Time) override {}
   [[nodiscard]] std::uint32_t path_window(std::uint16_t) const override { return per_path_; }
   [[nodiscard]] std::uint32_t connection_window() const override { return per_connection_; }
+  [[nodiscard]] std::string_view name() const override { return "fixed"; }
 
  private:
   std::uint32_t per_path_;

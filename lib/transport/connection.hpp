@@ -24,6 +24,8 @@
 #include "transport/congestion.hpp"
 #include "transport/counters.hpp"
 #include "transport/memory_region.hpp"
+#include "transport/pacer.hpp"
+#include "transport/receive_share.hpp"
 #include "transport/tx_batch.hpp"
 #include "transport/types.hpp"
 #include "wire/frame.hpp"
@@ -78,7 +80,7 @@ class Connection {
                                             timer::Wheel& wheel,
                                             std::unique_ptr<CongestionControl> congestion,
                                             std::string& error);
-  virtual ~Connection() = default;
+  virtual ~Connection() { wheel_.cancel(pacing_timer_); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -114,6 +116,9 @@ class Connection {
     return transitions_[static_cast<std::size_t>(to)];
   }
   [[nodiscard]] virtual PathInfo path_info(std::uint16_t path) const noexcept = 0;
+  [[nodiscard]] const CongestionControl& congestion() const noexcept { return *congestion_; }
+  // The host's receive share (may be null: no rate hints in our ACKs).
+  void attach_receive_share(ReceiveShare* share) noexcept { receive_share_ = share; }
   // Data packets in flight: sent, and neither acknowledged nor known lost.
   [[nodiscard]] virtual std::uint64_t packets_outstanding() const noexcept = 0;
 
@@ -121,9 +126,25 @@ class Connection {
   static constexpr std::size_t burst_limit = 64;
 
  protected:
-  Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel)
-      : config_(config), memory_(memory), wheel_(wheel) {
+  Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
+             std::unique_ptr<CongestionControl> congestion)
+      : config_(config),
+        memory_(memory),
+        wheel_(wheel),
+        congestion_(std::move(congestion)),
+        pacing_timer_(&Connection::pacing_callback, this) {
     transitions_[static_cast<std::size_t>(ConnectionState::init)] = 1;
+  }
+  // Pacing: may a data packet leave now? If not, the pacing timer is armed
+  // for when it may, and wants_poll() turns true then.
+  bool pacing_allows(Time now) {
+    pacing_rate_ = congestion_->pacing_rate_bps(now);
+    if (pacer_.ready(now, pacing_rate_)) return true;
+    if (!pacing_timer_.armed()) wheel_.arm(pacing_timer_, pacer_.next());
+    return false;
+  }
+  void paced(Time now, std::size_t wire_bytes) {
+    pacer_.sent(now, static_cast<std::uint32_t>(wire_bytes), pacing_rate_);
   }
   void set_state(ConnectionState s) {
     if (s == state_) return;
@@ -139,6 +160,16 @@ class Connection {
   ConnectionCounters counters_;
   std::vector<Completion> completions_;
   bool wants_poll_ = false;
+  std::unique_ptr<CongestionControl> congestion_;
+  ReceiveShare* receive_share_ = nullptr;
+
+ private:
+  static void pacing_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
+    static_cast<Connection*>(t.owner())->wants_poll_ = true;
+  }
+  Pacer pacer_;
+  std::uint64_t pacing_rate_ = 0;
+  timer::Timer pacing_timer_;
 };
 
 }  // namespace metaroce::transport

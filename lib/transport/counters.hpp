@@ -43,7 +43,8 @@ namespace metaroce::transport {
   X(packets_in_error_state, "packets dropped because the connection is in ERROR")            \
   X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
   X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (READ, atomics, UC, UD)") \
-  X(cnp_received, "rocev2: CNPs received (counted, not acted on until DCQCN)")              \
+  X(cnp_received, "rocev2: CNPs received (handed to congestion control)")                  \
+  X(cnps_sent, "rocev2: CNPs sent for CE-marked packets, at most one per cnp_interval")   \
   X(send_completions, "send and write completions delivered")                               \
   X(receive_completions, "receive completions delivered")
 

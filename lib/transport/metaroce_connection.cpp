@@ -7,8 +7,7 @@ namespace metaroce::transport {
 
 MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryRegistry& memory,
                                        timer::Wheel& wheel, std::unique_ptr<CongestionControl> congestion)
-    : Connection(config, memory, wheel),
-      congestion_(std::move(congestion)),
+    : Connection(config, memory, wheel, std::move(congestion)),
       rnr_timer_(&MetaroceConnection::rnr_callback, this),
       ack_timer_(&MetaroceConnection::ack_callback, this) {
   // Sizes doc/DESIGN.md ("Sizes") quotes; a change here changes them.

@@ -38,7 +38,8 @@ class MetaroceConnection final : public Connection {
 
   // --- send side (connection_tx.cpp) ---
   void build_templates(TxPath& path);
-  void send_data_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
+  // Returns the frame's size in bytes.
+  std::size_t send_data_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
   bool send_probe(Time now, std::uint16_t path, TxBatch& out);
   std::int32_t pick_path(bool for_retransmit) noexcept;
   bool next_new_packet(std::uint64_t& rel);
@@ -71,7 +72,6 @@ class MetaroceConnection final : public Connection {
     return static_cast<std::uint32_t>((config_.initial_psn + rel) & wire::psn_mask);
   }
 
-  std::unique_ptr<CongestionControl> congestion_;
 
   // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
   std::deque<std::unique_ptr<SendMessage>> send_queue_;  // in post order, until completed

@@ -211,7 +211,8 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
   return false;
 }
 
-void MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, std::uint16_t path_id, TxBatch& out) {
+std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, std::uint16_t path_id,
+                                                 TxBatch& out) {
   TxPath& path = tx_paths_[path_id];
   TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
   const SendMessage& m = *pkt.message;
@@ -275,6 +276,7 @@ void MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, std::uint
   congestion_->on_send(path_id, pkt.length, now);
   if (!path.rto_timer.armed()) path.last_progress = now;
   arm_path_timers(now, path);
+  return t.size() + pkt.length + trailer_len;
 }
 
 bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
@@ -326,9 +328,9 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
       continue;
     }
     const std::int32_t path = pick_path(true);
-    if (path < 0) break;
+    if (path < 0 || !pacing_allows(now)) break;
     retransmit_queue_.pop_front();
-    send_data_packet(now, rel, static_cast<std::uint16_t>(path), out);
+    paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
   // New packets wait for the retransmissions: lost data goes first.
   while (retransmit_queue_.empty() && out.size() - start < burst_limit) {
@@ -337,11 +339,12 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     // span open but takes no congestion window: that is what keeps loss
     // from stalling the connection.
     if (snd_next_ - snd_una_ >= config_.psn_window || data_in_flight_ >= congestion_->connection_window()) break;
+    if (segment_index_ >= send_queue_.size() || !pacing_allows(now)) break;
     const std::int32_t path = pick_path(false);
     if (path < 0) break;
     std::uint64_t rel;
     if (!next_new_packet(rel)) break;
-    send_data_packet(now, rel, static_cast<std::uint16_t>(path), out);
+    paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
   wants_poll_ = out.size() - start >= burst_limit;
 }

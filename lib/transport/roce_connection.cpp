@@ -45,8 +45,7 @@ wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, bool 
 
 RoceConnection::RoceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
                                std::unique_ptr<CongestionControl> congestion)
-    : Connection(config, memory, wheel),
-      congestion_(std::move(congestion)),
+    : Connection(config, memory, wheel, std::move(congestion)),
       rto_timer_(&RoceConnection::rto_callback, this),
       rnr_timer_(&RoceConnection::rnr_callback, this),
       ack_timer_(&RoceConnection::ack_callback, this) {

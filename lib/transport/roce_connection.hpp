@@ -78,7 +78,8 @@ class RoceConnection final : public Connection {
 
   // --- requester (roce_tx.cpp) ---
   void build_templates();
-  void send_data_packet(Time now, std::uint64_t rel, TxBatch& out);
+  // Returns the frame's size in bytes.
+  std::size_t send_data_packet(Time now, std::uint64_t rel, TxBatch& out);
   std::size_t locate(std::uint64_t rel);
   void on_ack(Time now, const wire::ParsedFrame& frame);
   void acknowledge_through(Time now, std::uint64_t rel_end);
@@ -95,7 +96,8 @@ class RoceConnection final : public Connection {
   void responder_error(std::uint8_t nak_syndrome);
   void note_in_order_packet(Time now, bool ack_req);
   void queue_nak(std::uint8_t syndrome, std::uint32_t psn);
-  void emit_acks(TxBatch& out);
+  void emit_acks(Time now, TxBatch& out);
+  void emit_cnp(Time now, TxBatch& out);
   void emit_ack_frame(std::uint8_t syndrome, std::uint32_t psn, TxBatch& out);
   static void ack_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
 
@@ -106,7 +108,6 @@ class RoceConnection final : public Connection {
     return static_cast<std::uint32_t>((config_.peer_initial_psn + rcv_expected_) & wire::psn_mask);
   }
 
-  std::unique_ptr<CongestionControl> congestion_;
 
   // Requester. `rel` numbers count PSNs from initial_psn without wrapping;
   // every message's PSNs are assigned when it is posted.
@@ -120,6 +121,10 @@ class RoceConnection final : public Connection {
   // (and a zero RETH / ImmDt room) prebuilt, stamped per packet.
   std::array<wire::HeaderTemplate, wire::opcode::write_only_imm + 1> data_templates_;
   wire::HeaderTemplate ack_template_;
+  wire::HeaderTemplate cnp_template_;
+  bool cnp_pending_ = false;  // a CE mark to report
+  bool cnp_sent_ = false;
+  Time last_cnp_ = 0;
   timer::Timer rto_timer_;
   timer::Timer rnr_timer_;
   std::uint32_t consecutive_timeouts_ = 0;

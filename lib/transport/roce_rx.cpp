@@ -18,7 +18,9 @@ void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
   } else if (op == wire::opcode::acknowledge) {
     on_ack(now, frame);
   } else if (op == wire::opcode::cnp) {
-    ++counters_.cnp_received;  // DCQCN (lib/cc) will act on it
+    ++counters_.cnp_received;
+    congestion_->on_congestion_notification(now);
+    wants_poll_ = true;  // the rate may have changed
   } else if (wire::is_metaroce_opcode(op)) {
     ++counters_.wrong_mode_packets;
   } else {
@@ -55,7 +57,14 @@ void RoceConnection::ack_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
 }
 
 void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
-  if (frame.ecn() == 3) ++counters_.ecn_ce_received;
+  if (frame.ecn() == 3) {
+    ++counters_.ecn_ce_received;
+    // Notification point: tell the sender, at most once per interval.
+    if (!cnp_pending_ && (!cnp_sent_ || now - last_cnp_ >= config_.cnp_interval)) {
+      cnp_pending_ = true;
+      wants_poll_ = true;
+    }
+  }
   const std::uint32_t e = expected_psn();
   const std::uint32_t distance = (frame.bth.psn - e) & wire::psn_mask;
   if (distance != 0) {
@@ -199,7 +208,22 @@ void RoceConnection::emit_ack_frame(std::uint8_t syndrome, std::uint32_t psn, Tx
   ++counters_.acks_sent;
 }
 
-void RoceConnection::emit_acks(TxBatch& out) {
+void RoceConnection::emit_cnp(Time now, TxBatch& out) {
+  const wire::HeaderTemplate& t = cnp_template_;
+  const std::span<std::uint8_t> h = out.header_space(t.size());
+  t.stamp(h, 0, 0, false);
+  std::array<std::uint8_t, 8> trailer{};
+  const std::size_t trailer_len = wire::build_trailer(
+      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+  out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  ++counters_.cnps_sent;
+  cnp_pending_ = false;
+  cnp_sent_ = true;
+  last_cnp_ = now;
+}
+
+void RoceConnection::emit_acks(Time now, TxBatch& out) {
+  if (cnp_pending_ && state_ == ConnectionState::ready) emit_cnp(now, out);
   for (const PendingNak& nak : pending_naks_) emit_ack_frame(nak.syndrome, nak.psn, out);
   pending_naks_.clear();
   if (state_ != ConnectionState::ready || !ack_now_) return;

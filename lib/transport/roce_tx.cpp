@@ -13,6 +13,14 @@ void RoceConnection::build_templates() {
   }
   const bool ok = ack_template_.prepare(roce::frame_spec(config_, wire::opcode::acknowledge, false));
   (void)ok;
+  // CNP: BECN set, 16 reserved bytes, DSCP 48 as NICs send it so that a
+  // fabric can prioritise the notification over the data it is about.
+  wire::FrameSpec cnp = roce::frame_spec(config_, wire::opcode::cnp, false);
+  cnp.bth.becn = true;
+  cnp.ipv4.dscp = 48;
+  cnp.ipv6.dscp = 48;
+  const bool cnp_ok = cnp_template_.prepare(cnp);
+  (void)cnp_ok;
 }
 
 // ---------------------------------------------------------------- timers
@@ -66,7 +74,7 @@ std::size_t RoceConnection::locate(std::uint64_t rel) {
   return tx_cursor_;
 }
 
-void RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
+std::size_t RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out) {
   const SendMessage& m = *send_queue_[locate(rel)];
   const SendRequest& r = m.request;
   const auto index = static_cast<std::uint32_t>(rel - m.first_rel);
@@ -115,13 +123,14 @@ void RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatch& out)
     stats_.rto = current_rto();
     wheel_.arm(rto_timer_, now + stats_.rto);
   }
+  return t.size() + length + trailer_len;
 }
 
 void RoceConnection::poll(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();
-  emit_acks(out);
+  emit_acks(now, out);
   if (state_ != ConnectionState::ready || rnr_waiting_) return;
   const std::uint64_t window = std::min<std::uint64_t>(config_.psn_window, congestion_->connection_window());
   while (snd_next_ < snd_assigned_ && snd_next_ - snd_una_ < window) {
@@ -129,7 +138,8 @@ void RoceConnection::poll(Time now, TxBatch& out) {
       wants_poll_ = true;
       return;
     }
-    send_data_packet(now, snd_next_, out);
+    if (!pacing_allows(now)) return;
+    paced(now, send_data_packet(now, snd_next_, out));
     ++snd_next_;
   }
 }

@@ -1,0 +1,23 @@
+// The receiver's half of congestion control: a host's inbound capacity
+// shared among the senders that are sending to it. The transport reports
+// every data packet that arrives and asks, for each ACK it sends, the rate
+// the sender should keep to; lib/cc implements it (cc::FairShare). One per
+// host (lcore), shared by its connections; single owner, no locks.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/types.hpp"
+
+namespace metaroce::transport {
+
+class ReceiveShare {
+ public:
+  virtual ~ReceiveShare() = default;
+  // `sender` identifies the connection (its local QPN) on this host.
+  virtual void on_arrival(std::uint32_t sender, std::uint32_t bytes, Time now) = 0;
+  // Mb/s the sender should keep to, carried in the ACK; 0 = no hint.
+  [[nodiscard]] virtual std::uint32_t share_mbps(std::uint32_t sender, Time now) = 0;
+};
+
+}  // namespace metaroce::transport

@@ -1,0 +1,170 @@
+// Congestion-control algorithms, event by event, with exact outcomes.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "cc/dcqcn.hpp"
+#include "cc/fair_share.hpp"
+#include "cc/metaroce_cc.hpp"
+#include "cc/registry.hpp"
+
+namespace {
+
+using namespace metaroce;
+using namespace metaroce::cc;
+
+MetaroceCcParams four_paths() {
+  MetaroceCcParams p;
+  p.paths = 4;
+  p.initial_path_window = 10;
+  return p;
+}
+
+TEST(MetaroceCc, AdditiveIncreaseIsOnePacketPerWindowAcked) {
+  MetaroceCc cc(four_paths());
+  // A full window of ACKs without marks: +1 packet (10 acks of 1/w each, w growing).
+  for (int i = 0; i < 10; ++i) cc.on_ack(0, 1, 0, 10'000, 1'000);
+  EXPECT_NEAR(cc.window(0), 10.95, 0.01);
+  EXPECT_EQ(cc.path_window(0), 10u);
+  EXPECT_EQ(cc.window(1), 10.0);  // other paths untouched
+  EXPECT_EQ(cc.connection_window(), 40u);
+}
+
+TEST(MetaroceCc, MarksTrimOnlyThePathThatSawThem) {
+  MetaroceCc cc(four_paths());
+  // Round 1 on path 2: 10 acked, 5 marked. alpha = (1-1/16)*1 + 1/16*0.5.
+  cc.on_ack(2, 10, 5, 10'000, 0);
+  const double alpha = (1 - 1.0 / 16) * 1 + (1.0 / 16) * 0.5;
+  EXPECT_DOUBLE_EQ(cc.alpha(2), alpha);
+  EXPECT_DOUBLE_EQ(cc.window(2), 10 * (1 - alpha / 2));
+  EXPECT_EQ(cc.window(0), 10.0);
+  EXPECT_EQ(cc.window(1), 10.0);
+  EXPECT_EQ(cc.window(3), 10.0);
+  // A clear round decays alpha and cuts nothing.
+  cc.on_ack(2, 10, 0, 10'000, 20'000);
+  EXPECT_DOUBLE_EQ(cc.alpha(2), (1 - 1.0 / 16) * alpha);
+  EXPECT_GT(cc.window(2), 10 * (1 - alpha / 2));
+}
+
+TEST(MetaroceCc, RandomLossLeavesWindowsAlone) {
+  MetaroceCc cc(four_paths());
+  for (int i = 0; i < 100; ++i) cc.on_loss(1, static_cast<transport::Time>(i) * 1000);
+  EXPECT_EQ(cc.window(1), 10.0);
+  EXPECT_EQ(cc.connection_window(), 40u);
+}
+
+TEST(MetaroceCc, ReceiverHintBecomesThePacingRate) {
+  MetaroceCc cc(four_paths());
+  EXPECT_EQ(cc.pacing_rate_bps(0), 0u);  // unpaced until told
+  cc.on_rate_hint(6250, 0);
+  EXPECT_EQ(cc.pacing_rate_bps(0), 6'250'000'000u);
+}
+
+TEST(MetaroceCc, WindowsStayWithinBounds) {
+  MetaroceCcParams p = four_paths();
+  p.max_path_window = 12;
+  MetaroceCc cc(p);
+  for (int i = 0; i < 1000; ++i) cc.on_ack(0, 1, 0, 10'000, 0);
+  EXPECT_EQ(cc.window(0), 12.0);
+  for (int i = 0; i < 100; ++i) cc.on_ack(1, 10, 10, 1'000, static_cast<transport::Time>(i) * 1'000'000);
+  EXPECT_EQ(cc.window(1), 1.0);
+}
+
+TEST(Dcqcn, FirstCnpCutsByAlphaHalfAndRecoveryClimbsBack) {
+  DcqcnParams p;
+  p.line_rate_bps = 100'000'000'000;
+  Dcqcn cc(p);
+  EXPECT_EQ(cc.pacing_rate_bps(0), 100'000'000'000u);
+  cc.on_congestion_notification(1'000);
+  // alpha = 1023/1024: cut to (1 - alpha/2) of the rate (min_decrease, 50%,
+  // is the floor a cut may not go below).
+  const double after_cut = 100e9 * (1 - (1023.0 / 1024) / 2);
+  EXPECT_DOUBLE_EQ(cc.current_rate_bps(), after_cut);
+  EXPECT_DOUBLE_EQ(cc.target_rate_bps(), 100e9);
+  EXPECT_EQ(cc.cuts(), 1u);
+  // A second CNP within rate_reduce_period (4 us) does not cut again.
+  cc.on_congestion_notification(3'000);
+  EXPECT_EQ(cc.cuts(), 1u);
+  // One timer event (300 us): timer 1 = threshold 1, bytes 0: additive:
+  // target + 5 Mb/s is capped at line rate; current halfway to it.
+  EXPECT_EQ(cc.pacing_rate_bps(1'000 + 300'000), static_cast<std::uint64_t>((after_cut + 100e9) / 2));
+}
+
+TEST(Dcqcn, AlphaDecaysWithoutNotifications) {
+  DcqcnParams p;
+  Dcqcn cc(p);
+  cc.on_congestion_notification(0);
+  const double a0 = cc.alpha();
+  (void)cc.pacing_rate_bps(10'000);  // 10 alpha periods, the first holds the CNP
+  EXPECT_NEAR(cc.alpha(), a0 * std::pow(1 - p.g, 9), 1e-12);
+}
+
+TEST(Dcqcn, ByteCounterDrivesIncreaseAndHyperIncrease) {
+  DcqcnParams p;
+  p.line_rate_bps = 100'000'000'000;
+  p.threshold = 1;
+  Dcqcn cc(p);
+  cc.on_congestion_notification(0);
+  cc.on_congestion_notification(10'000);  // second cut: target = 50G, current lower
+  const double target = cc.target_rate_bps();
+  // One byte event: bytes 1, timer 0: max = threshold: additive.
+  cc.on_send(0, static_cast<std::uint32_t>(p.increase_bytes), 10'001);
+  EXPECT_DOUBLE_EQ(cc.target_rate_bps(), target + 5e6);
+  // A timer event then two more byte events: min(T=1, B=3) = 1, not > 1:
+  // additive again; the timer's second event makes T=2, B=3: hyper.
+  (void)cc.pacing_rate_bps(10'000 + 300'000);
+  EXPECT_DOUBLE_EQ(cc.target_rate_bps(), target + 10e6);
+  cc.on_send(0, static_cast<std::uint32_t>(2 * p.increase_bytes), 310'001);
+  EXPECT_DOUBLE_EQ(cc.target_rate_bps(), target + 20e6);
+  (void)cc.pacing_rate_bps(10'000 + 600'000);
+  EXPECT_DOUBLE_EQ(cc.target_rate_bps(), target + 20e6 + 50e6);  // hyper: (min(2,3) - 1) x 50 Mb/s
+}
+
+TEST(FairShare, EqualSplitAmongActiveSenders) {
+  FairShareParams p;
+  p.capacity_bps = 100'000'000'000;
+  FairShare share(p);
+  // 16 senders start at once: nobody measured yet, all equal.
+  for (std::uint32_t s = 1; s <= 16; ++s) share.on_arrival(s, 4000, 1'000);
+  EXPECT_EQ(share.active_senders(1'000), 16u);
+  EXPECT_EQ(share.share_mbps(3, 1'000), 6250u);
+  // Senders 9..16 stop; 1..8 keep sending at their share (15.6 kB per 20 us
+  // is 6.25 Gb/s): after the active window only those 8 count.
+  for (transport::Time t = 20'000; t <= 60'000; t += 20'000)
+    for (std::uint32_t s = 1; s <= 8; ++s) share.on_arrival(s, 15'625, t);
+  EXPECT_EQ(share.active_senders(60'000), 8u);
+  EXPECT_EQ(share.share_mbps(3, 60'000), 12500u);
+}
+
+TEST(FairShare, LightSendersKeepWhatTheyUseAndTheRestIsShared) {
+  FairShareParams p;
+  p.capacity_bps = 100'000'000'000;
+  p.measure_period = 10'000;
+  FairShare share(p);
+  // Over one 10 us period: sender 1 sends 1 Gb/s worth (1250 bytes), senders
+  // 2 and 3 much more.
+  share.on_arrival(1, 1250, 0);
+  share.on_arrival(2, 100'000, 0);
+  share.on_arrival(3, 100'000, 0);
+  // Each was told the equal split, a third of the port.
+  for (std::uint32_t s = 1; s <= 3; ++s) EXPECT_EQ(share.share_mbps(s, 0), 33333u);
+  share.on_arrival(2, 1, 10'000);  // rolls the period: rates measured
+  share.on_arrival(1, 1, 10'000);
+  share.on_arrival(3, 1, 10'000);
+  EXPECT_EQ(share.share_mbps(1, 10'000), 1250u);              // 1 Gb/s x 1.25 headroom
+  EXPECT_EQ(share.share_mbps(2, 10'000), (100'000 - 1250) / 2);  // the rest, split
+}
+
+TEST(Registry, MakesEachAlgorithmByName) {
+  std::string error;
+  CcConfig config;
+  for (std::string_view name : algorithm_names()) {
+    auto cc = make(name, config, error);
+    ASSERT_TRUE(cc) << name;
+    EXPECT_EQ(cc->name(), name);
+  }
+  EXPECT_FALSE(make("cubic", config, error));
+  EXPECT_EQ(error, "unknown congestion control 'cubic': use metaroce, dcqcn or fixed");
+}
+
+}  // namespace
