@@ -9,7 +9,7 @@ MetaroceCc::MetaroceCc(const MetaroceCcParams& params) : params_(params), paths_
   // alpha starts at 1, as Linux's DCTCP does: the first marked round halves
   // the window, and alpha decays from there while rounds stay clear.
   for (Path& p : paths_) {
-    p.window = params_.initial_path_window;
+    p.window = std::clamp(params_.initial_window / params_.paths, params_.min_path_window, params_.max_path_window);
     p.alpha = 1;
   }
 }

@@ -9,6 +9,7 @@
 // their share and new packets, sprayed over paths with room, move to the
 // clear ones. Loss without marks changes nothing: random loss is not
 // congestion. The connection window is the sum of the path windows, capped.
+// It starts at about one bandwidth-delay product split over the paths.
 // The receiver's hint (Mb/s, in every ACK) is the pacing rate: with many
 // senders into one port, each is told its share within one RTT instead of
 // waiting for marks to build up.
@@ -23,7 +24,10 @@ namespace metaroce::cc {
 
 struct MetaroceCcParams {
   std::uint16_t paths = 1;
-  double initial_path_window = 16;  // packets
+  // Packets the connection starts with, split over its paths: about one
+  // bandwidth-delay product (100 Gb/s x 10 us is 30 packets of 4 KiB), so
+  // the first round cannot flood a bottleneck before any mark comes back.
+  double initial_window = 32;
   double min_path_window = 1;
   double max_path_window = 256;     // the SACK bitmap's reach
   std::uint32_t max_connection_window = 16384;

@@ -16,7 +16,7 @@ using namespace metaroce::cc;
 MetaroceCcParams four_paths() {
   MetaroceCcParams p;
   p.paths = 4;
-  p.initial_path_window = 10;
+  p.initial_window = 40;  // 10 per path
   return p;
 }
 

@@ -177,8 +177,22 @@ TransferResult run_transfer(const TransferSpec& spec) {
 
   // Windows near the bandwidth-delay product keep queues short without a
   // congestion controller (lib/cc brings one).
-  auto& sender = a.add(ca, std::make_unique<transport::FixedWindow>(16, 96));
-  auto& receiver = b.add(cb, std::make_unique<transport::FixedWindow>(16, 96));
+  cc::CcConfig cc_config;
+  cc_config.fixed_path_window = spec.fixed_path_window;
+  cc_config.fixed_connection_window = spec.fixed_connection_window;
+  cc_config.metaroce.paths = ca.paths;
+  cc_config.dcqcn.line_rate_bps = spec.nic_rate_bps;
+  std::string cc_error;
+  auto sender_cc = cc::make(spec.cc, cc_config, cc_error);
+  auto receiver_cc = cc::make(spec.cc, cc_config, cc_error);
+  if (!sender_cc) {
+    result.error = cc_error;
+    return result;
+  }
+  auto& sender = a.add(ca, std::move(sender_cc));
+  auto& receiver = b.add(cb, std::move(receiver_cc));
+  cc::FairShare fair_share(cc::FairShareParams{spec.receive_capacity_bps});
+  if (spec.receive_capacity_bps > 0) receiver.attach_receive_share(&fair_share);
   sender.connect();
   receiver.connect();
 
@@ -326,8 +340,11 @@ TransferResult run_transfer(const TransferSpec& spec) {
   if (!result.finished) fail(fmt::format("{} of {} messages completed by t={} ns", completed, spec.messages, net.now()));
   if (!src.canaries_intact() || !dst.canaries_intact()) fail("a canary around a registered region changed");
   // rocev2's one path carries the whole connection window.
-  if (result.max_path_in_flight > (rocev2 ? 96u : 16u)) fail("a path exceeded its window");
-  if (result.max_outstanding_psns > 96) fail("the connection exceeded its window");
+  if (spec.cc == "fixed") {
+    if (result.max_path_in_flight > (rocev2 ? spec.fixed_connection_window : spec.fixed_path_window))
+      fail("a path exceeded its window");
+    if (result.max_outstanding_psns > spec.fixed_connection_window) fail("the connection exceeded its window");
+  }
   result.virtual_ns = net.now();
   result.messages_completed = completed;
   result.sender = sender.counters();

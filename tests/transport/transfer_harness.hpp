@@ -14,6 +14,8 @@
 #include "fabric/counters.hpp"
 #include "sim/network.hpp"
 #include "sim_host.hpp"
+#include "cc/fair_share.hpp"
+#include "cc/registry.hpp"
 #include "transport/connection.hpp"
 
 namespace metaroce::test {
@@ -34,6 +36,12 @@ struct TransferSpec {
   // mode, windows, timers (addresses are filled in). base.mode selects the
   // connection's implementation: Mode::rocev2 runs the go-back-N baseline.
   transport::ConnectionConfig base{};
+  // Congestion control of both ends, by name (lib/cc); with "fixed" the
+  // windows below, which the harness also checks are never exceeded.
+  std::string cc = "fixed";
+  std::uint32_t fixed_path_window = 16;
+  std::uint32_t fixed_connection_window = 96;
+  std::uint64_t receive_capacity_bps = 0;  // > 0: the receiver gives fair-share hints (cc::FairShare)
 };
 
 struct TransferResult {
