@@ -1,6 +1,7 @@
 #include "sim/network.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -38,6 +39,7 @@ EndpointId Network::add(Endpoint& endpoint, HostConfig config) {
     host.nic = std::make_unique<fabric::Impairment>(nic);
   }
   hosts_.push_back(std::move(host));
+  routes_stale_ = true;
   return hosts_.size() - 1;
 }
 
@@ -83,10 +85,25 @@ void Network::route(EndpointId from, std::vector<std::uint8_t> frame) {
     links_[host.links.front()].impairment.submit(now_, std::move(frame));
     return;
   }
+  bool has_uplink = false;
   for (std::size_t index : host.links) {
-    if (addressed_to(frame, hosts_[links_[index].to].config.address)) {
+    if (links_[index].to_switch != none) {
+      has_uplink = true;
+    } else if (addressed_to(frame, hosts_[links_[index].to].config.address)) {
       links_[index].impairment.submit(now_, std::move(frame));
       return;
+    }
+  }
+  // No direct peer: the first switch that knows the destination.
+  if (has_uplink) {
+    if (routes_stale_) rebuild_routes();
+    const EndpointId destination = destination_of(frame);
+    for (std::size_t index : host.links) {
+      const SwitchId sw = links_[index].to_switch;
+      if (sw != none && destination != none && switches_[sw].routes[destination].kind != Hop::Kind::none) {
+        links_[index].impairment.submit(now_, std::move(frame));
+        return;
+      }
     }
   }
   ++counters_.unroutable;
@@ -108,6 +125,11 @@ std::uint64_t Network::next_event_time() const {
     if (host.nic) next = std::min(next, host.nic->next_release_time());
   }
   for (const Link& link : links_) next = std::min(next, link.impairment.next_release_time());
+  for (const Switch& sw : switches_) {
+    if (!sw.forwarding.empty()) next = std::min(next, sw.forwarding.front().ready_ns);
+    for (const OutputPort& out : sw.ports) next = std::min(next, out.port.next_release_time());
+  }
+  if (!rate_changes_.empty()) next = std::min(next, rate_changes_.begin()->first);
   return next;
 }
 
@@ -126,7 +148,14 @@ bool Network::step(std::uint64_t limit) {
   }
   now_ = t;
   ++counters_.steps;
+  if (routes_stale_) rebuild_routes();
 
+  // 0. Port rate changes due now, before any frame reaches a port at this instant.
+  while (!rate_changes_.empty() && rate_changes_.begin()->first <= t) {
+    const RateChange& change = rate_changes_.begin()->second;
+    switches_[change.sw].ports[change.port].port.set_rate(t, change.rate_bps);
+    rate_changes_.erase(rate_changes_.begin());
+  }
   // 1. Frames whose last bit left a NIC enter the link toward their peer.
   for (EndpointId id = 0; id < hosts_.size(); ++id) {
     if (!hosts_[id].nic) continue;
@@ -134,19 +163,42 @@ bool Network::step(std::uint64_t limit) {
     hosts_[id].nic->release(t, released_);
     for (fabric::ReleasedFrame& frame : released_) route(id, std::move(frame.bytes));
   }
-  // 2. Arrivals, link by link in creation order, each link in its own order.
+  // 2. Arrivals, link by link in creation order, each link in its own order;
+  //    host -> switch uplinks hand their frames to the switch.
   for (Link& link : links_) {
     released_.clear();
     if (link.impairment.release(t, released_) == 0) continue;
-    Host& receiver = hosts_[link.to];
-    for (const fabric::ReleasedFrame& frame : released_) {
-      ++counters_.delivered;
-      if (observer_) observer_(Delivery{t, link.from, link.to, frame.bytes});
-      receiver.endpoint->on_frame(t, frame.bytes);
+    for (fabric::ReleasedFrame& frame : released_) {
+      if (link.to_switch != none) {
+        arrive_at_switch(link.to_switch, link.from, std::move(frame.bytes));
+      } else {
+        deliver(link.from, link.to, frame.bytes);
+      }
     }
-    receiver.poll_due = true;
   }
-  // 3. Polls, in id order, of every endpoint that received or whose wake-up is due.
+  // 3. Frames whose forwarding latency has passed reach their output ports.
+  for (SwitchId sw = 0; sw < switches_.size(); ++sw) {
+    std::deque<Forwarding>& inside = switches_[sw].forwarding;
+    while (!inside.empty() && inside.front().ready_ns <= t) {
+      Forwarding frame = std::move(inside.front());
+      inside.pop_front();
+      forward(sw, frame.origin, std::move(frame.bytes));
+    }
+  }
+  // 4. Frames at the far end of switch output ports, switch by switch, port
+  //    by port: delivered to a host, or arriving at the next switch.
+  for (Switch& sw : switches_) {
+    for (OutputPort& out : sw.ports) {
+      while (out.port.pop_due(t, popped_)) {
+        if (out.to_host) {
+          deliver(popped_.origin, out.peer, popped_.bytes);
+        } else {
+          arrive_at_switch(out.peer, popped_.origin, std::move(popped_.bytes));
+        }
+      }
+    }
+  }
+  // 5. Polls, in id order, of every endpoint that received or whose wake-up is due.
   for (EndpointId id = 0; id < hosts_.size(); ++id) {
     Host& host = hosts_[id];
     if (!host.poll_due && host.endpoint->next_wakeup() > t) continue;
@@ -156,6 +208,13 @@ bool Network::step(std::uint64_t limit) {
     for (std::vector<std::uint8_t>& frame : polled_) transmit(id, std::move(frame));
   }
   return true;
+}
+
+void Network::deliver(EndpointId from, EndpointId to, std::span<const std::uint8_t> frame) {
+  ++counters_.delivered;
+  if (observer_) observer_(Delivery{now_, from, to, frame});
+  hosts_[to].endpoint->on_frame(now_, frame);
+  hosts_[to].poll_due = true;
 }
 
 void Network::run_until(std::uint64_t t) {
