@@ -29,7 +29,9 @@ void FairShare::roll_period(transport::Time now) {
 
 void FairShare::on_arrival(std::uint32_t sender, std::uint32_t bytes, transport::Time now) {
   roll_period(now);
+  const std::size_t known = senders_.size();
   Sender& s = find(sender);
+  if (senders_.size() != known || now - s.last_arrival > params_.active_window) ++generation_;
   s.last_arrival = now;
   s.bytes_this_period += bytes;
 }

@@ -32,6 +32,8 @@ class FairShare final : public transport::ReceiveShare {
   void on_arrival(std::uint32_t sender, std::uint32_t bytes, transport::Time now) override;
   [[nodiscard]] std::uint32_t share_mbps(std::uint32_t sender, transport::Time now) override;
 
+  [[nodiscard]] std::uint64_t generation() const override { return generation_; }
+
   [[nodiscard]] std::size_t active_senders(transport::Time now) const;
 
  private:
@@ -49,6 +51,7 @@ class FairShare final : public transport::ReceiveShare {
   FairShareParams params_;
   std::vector<Sender> senders_;  // few per host: a linear scan beats a map
   transport::Time period_start_ = 0;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace metaroce::cc

@@ -106,6 +106,8 @@ class MetaroceConnection final : public Connection {
   };
   std::vector<PendingNak> pending_naks_;
   std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
+  std::uint64_t hint_generation_ = ~std::uint64_t{0};  // receive share generation of our last hint
+  bool rx_started_ = false;  // data or probes have arrived: we are someone's receiver
 };
 
 }  // namespace metaroce::transport

@@ -65,8 +65,10 @@ void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, cons
   }
   path.ts_echo = frame.mr_data.tsval;
   path.news = true;
-  if (receive_share_ != nullptr)
+  rx_started_ = true;
+  if (receive_share_ != nullptr) {
     receive_share_->on_arrival(config_.local_qpn, static_cast<std::uint32_t>(frame.frame.size()), now);
+  }
   ++unacked_packets_;
   if (frame.bth.ack_req || unacked_packets_ >= config_.ack_every_packets) ack_now_ = true;
   if (ack_now_) {
@@ -276,7 +278,10 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
     spec.mr_ack.delivered_psn =
         static_cast<std::uint32_t>((config_.peer_initial_psn + rcv_base_) & wire::psn_mask);
     spec.mr_ack.completed_msn = completed_msn_;
-    spec.mr_ack.rate_hint_mbps = receive_share_ != nullptr ? receive_share_->share_mbps(config_.local_qpn, now) : 0;
+    if (receive_share_ != nullptr) {
+      spec.mr_ack.rate_hint_mbps = receive_share_->share_mbps(config_.local_qpn, now);
+      hint_generation_ = receive_share_->generation();
+    }
     spec.mr_path_acks = paths;
     const std::size_t size = wire::headers_size(spec);
     const std::span<std::uint8_t> h = out.header_space(size);

@@ -313,6 +313,10 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();
+  // Another sender started on this host: every sender's share shrank, so
+  // each connection that is receiving tells its sender now, not at its
+  // next ACK (that is what settles an incast within a round trip).
+  if (receive_share_ != nullptr && rx_started_ && receive_share_->generation() != hint_generation_) ack_now_ = true;
   emit_acks(now, out);
   if (state_ != ConnectionState::ready) return;
 

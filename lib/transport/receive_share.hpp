@@ -18,6 +18,9 @@ class ReceiveShare {
   virtual void on_arrival(std::uint32_t sender, std::uint32_t bytes, Time now) = 0;
   // Mb/s the sender should keep to, carried in the ACK; 0 = no hint.
   [[nodiscard]] virtual std::uint32_t share_mbps(std::uint32_t sender, Time now) = 0;
+  // Changes whenever a sender starts: every sender's share just shrank, so
+  // connections ACK at once (with the new hint) when they see it change.
+  [[nodiscard]] virtual std::uint64_t generation() const = 0;
 };
 
 }  // namespace metaroce::transport
