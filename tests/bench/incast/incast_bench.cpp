@@ -115,6 +115,7 @@ struct IncastResult {
 
 struct IncastOptions {
   std::string cc = "metaroce";
+  std::string csv;  // if set: one row per RTT (time, aggregate, queue, flow rates)
   std::size_t senders = 16;
   Time duration = 2'000'000;
   Time steady_from = 500'000;
@@ -187,6 +188,12 @@ IncastResult run_incast(const IncastOptions& opt) {
   Time last_join_unconverged = opt.join_at;
   Time last_leave_unconverged = opt.leave_at;
   bool steady_started = false;
+  std::FILE* csv = opt.csv.empty() ? nullptr : std::fopen(opt.csv.c_str(), "w");
+  if (csv != nullptr) {
+    std::fprintf(csv, "time_us,aggregate_gbps,queue_kb");
+    for (std::size_t i = 0; i < opt.senders; ++i) std::fprintf(csv, ",flow%zu_gbps", i);
+    std::fprintf(csv, "\n");
+  }
 
   while (net.now() < opt.duration) {
     for (Flow& f : flows) keep_busy(f, src);
@@ -207,6 +214,7 @@ IncastResult run_incast(const IncastOptions& opt) {
       const double fair = static_cast<double>(link_bps) / static_cast<double>(std::max<std::size_t>(active, 1));
       bool within = true;
       std::uint64_t aggregate = 0;
+      std::vector<double> rates(opt.senders, 0.0);
       for (std::size_t i = 0; i < opt.senders; ++i) {
         Flow& f = flows[i];
         const std::uint64_t placed = f.receiver->counters().data_bytes_placed;
@@ -215,6 +223,7 @@ IncastResult run_incast(const IncastOptions& opt) {
         if (!(f.on || f.sender->packets_outstanding() > 0)) continue;
         std::uint64_t rate = f.cc->pacing_rate_bps(next_sample);
         if (rate == 0 || rate > link_bps) rate = link_bps;
+        rates[i] = static_cast<double>(rate) / 1e9;
         if (std::abs(static_cast<double>(rate) - fair) > 0.1 * fair) within = false;
       }
       if (!within) {
@@ -225,12 +234,19 @@ IncastResult run_incast(const IncastOptions& opt) {
       const double goodput = static_cast<double>(aggregate) * 8 / static_cast<double>(base_rtt) * 1e9;
       if (result.aggregate_within_rtts < 0 && goodput >= 0.9 * static_cast<double>(link_bps) * frame_share)
         result.aggregate_within_rtts = static_cast<double>(next_sample) / base_rtt;
+      if (csv != nullptr) {
+        std::fprintf(csv, "%.1f,%.3f,%.1f", static_cast<double>(next_sample) / 1000, goodput / 1e9,
+                     static_cast<double>(net.queued_bytes(topo.sw, topo.bottleneck)) / 1000);
+        for (double r : rates) std::fprintf(csv, ",%.3f", r);
+        std::fprintf(csv, "\n");
+      }
       next_sample += base_rtt;
     }
   }
 
   // NaN (null in the JSON line) when some flow was still off its share at
   // the end of the run.
+  if (csv != nullptr) std::fclose(csv);
   const bool ever_converged = last_unconverged + base_rtt < opt.duration;
   result.converge_rtts =
       ever_converged ? static_cast<double>(last_unconverged + base_rtt) / base_rtt : std::nan("");
@@ -360,16 +376,22 @@ void print_incast(const IncastResult& r) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --csv DIR: time series of the two incast runs for tools/plot-incast.
+  std::string csv_dir;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--csv") csv_dir = argv[i + 1];
   std::printf("# incast: 16 senders -> one 100 Gb/s switch port (4 MB buffer, ECN step at 100 kB), 10 us base RTT,\n"
               "# 64 KiB WRITEs, 64 posted per flow, MTU 4096; metaroce over 4 paths per connection; dcqcn on rocev2 (virtual time)\n");
   IncastOptions metaroce_opt;
+  if (!csv_dir.empty()) metaroce_opt.csv = csv_dir + "/incast-metaroce.csv";
   const IncastResult m = run_incast(metaroce_opt);
   print_incast(m);
   IncastOptions dcqcn_opt;
   dcqcn_opt.cc = "dcqcn";
   dcqcn_opt.duration = 20'000'000;
   dcqcn_opt.steady_from = 10'000'000;
+  if (!csv_dir.empty()) dcqcn_opt.csv = csv_dir + "/incast-dcqcn.csv";
   const IncastResult d = run_incast(dcqcn_opt);
   print_incast(d);
   if (std::isnan(d.converge_rtts))
