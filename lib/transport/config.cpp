@@ -31,4 +31,28 @@ std::string validate(const ConnectionConfig& c) {
   return {};
 }
 
+wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port, bool ect) {
+  wire::FrameSpec s;
+  const Endpoints& e = c.endpoints;
+  s.eth.src = e.local_mac;
+  s.eth.dst = e.peer_mac;
+  s.eth.vlan_present = e.vlan_present;
+  s.eth.vlan_tci = e.vlan_tci;
+  s.ip_version = e.ip_version;
+  s.ipv4.src = e.local_ipv4;
+  s.ipv4.dst = e.peer_ipv4;
+  s.ipv4.dscp = e.dscp;
+  s.ipv6.src = e.local_ipv6;
+  s.ipv6.dst = e.peer_ipv6;
+  s.ipv6.dscp = e.dscp;
+  if (ect) {
+    s.ipv4.ecn = 2;
+    s.ipv6.ecn = 2;
+  }
+  s.udp.src_port = src_port;
+  s.bth.opcode = opcode;
+  s.bth.dest_qp = c.peer_qpn;
+  return s;
+}
+
 }  // namespace metaroce::transport

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "transport/types.hpp"
+#include "wire/frame.hpp"
 #include "wire/headers.hpp"
 
 namespace metaroce::transport {
@@ -65,5 +66,10 @@ struct ConnectionConfig {
 
 // Empty when the config is usable; otherwise what is wrong and how to fix it.
 [[nodiscard]] std::string validate(const ConnectionConfig& c);
+
+// The frame a connection sends with `opcode` from `src_port`: its addresses,
+// DSCP, the peer's QPN; ECN ECT(0) when `ect` (data: a fabric may mark CE).
+[[nodiscard]] wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port,
+                                         bool ect);
 
 }  // namespace metaroce::transport

@@ -18,6 +18,28 @@ std::string_view to_string(PostResult r) noexcept {
   return "invalid";
 }
 
+PostResult Connection::check_send(const SendRequest& request) const noexcept {
+  if (state_ != ConnectionState::ready) return PostResult::not_ready;
+  if (request.stream >= config_.streams) return PostResult::bad_stream;
+  if (request.length > 0xffff'ffffu) return PostResult::too_long;
+  if (request.length > 0 &&
+      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
+          AccessCheck::ok)
+    return PostResult::bad_lkey;
+  if (is_write(request.op) && request.rkey == 0) return PostResult::bad_rkey;
+  return PostResult::ok;
+}
+
+PostResult Connection::check_receive(const ReceiveRequest& request) const noexcept {
+  if (state_ != ConnectionState::ready && state_ != ConnectionState::init) return PostResult::not_ready;
+  if (request.stream >= config_.streams) return PostResult::bad_stream;
+  if (request.length > 0 &&
+      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.addr), request.length,
+                    access_local_write) != AccessCheck::ok)
+    return PostResult::bad_lkey;
+  return PostResult::ok;
+}
+
 std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, MemoryRegistry& memory,
                                                timer::Wheel& wheel,
                                                std::unique_ptr<CongestionControl> congestion,

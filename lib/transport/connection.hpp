@@ -143,6 +143,10 @@ class Connection {
     if (!pacing_timer_.armed()) wheel_.arm(pacing_timer_, pacer_.next());
     return false;
   }
+  // The checks every post_send and post_receive make, whatever the mode.
+  [[nodiscard]] PostResult check_send(const SendRequest& request) const noexcept;
+  [[nodiscard]] PostResult check_receive(const ReceiveRequest& request) const noexcept;
+
   void paced(Time now, std::size_t wire_bytes) {
     pacer_.sent(now, static_cast<std::uint32_t>(wire_bytes), pacing_rate_);
   }

@@ -53,14 +53,7 @@ void MetaroceConnection::close() {
 }
 
 PostResult MetaroceConnection::post_send(const SendRequest& request) {
-  if (state_ != ConnectionState::ready) return PostResult::not_ready;
-  if (request.stream >= config_.streams) return PostResult::bad_stream;
-  if (request.length > 0xffff'ffffu) return PostResult::too_long;
-  if (request.length > 0 &&
-      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
-          AccessCheck::ok)
-    return PostResult::bad_lkey;
-  if (is_write(request.op) && request.rkey == 0) return PostResult::bad_rkey;
+  if (const PostResult r = check_send(request); r != PostResult::ok) return r;
 
   auto message = std::make_unique<SendMessage>();
   message->request = request;
@@ -75,12 +68,7 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
 }
 
 PostResult MetaroceConnection::post_receive(const ReceiveRequest& request) {
-  if (state_ != ConnectionState::ready && state_ != ConnectionState::init) return PostResult::not_ready;
-  if (request.stream >= config_.streams) return PostResult::bad_stream;
-  if (request.length > 0 &&
-      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.addr), request.length,
-                    access_local_write) != AccessCheck::ok)
-    return PostResult::bad_lkey;
+  if (const PostResult r = check_receive(request); r != PostResult::ok) return r;
   rx_streams_[request.stream].posted.push_back(request);
   // A WRITE_IMM that arrived before any receive was posted completes now.
   complete_receives(rx_streams_[request.stream], request.stream);

@@ -257,22 +257,7 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
 
 void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
   const auto emit = [&](std::uint8_t syndrome, std::uint32_t psn, std::span<const wire::MrPathAck> paths) {
-    wire::FrameSpec spec;
-    const Endpoints& e = config_.endpoints;
-    spec.eth.src = e.local_mac;
-    spec.eth.dst = e.peer_mac;
-    spec.eth.vlan_present = e.vlan_present;
-    spec.eth.vlan_tci = e.vlan_tci;
-    spec.ip_version = e.ip_version;
-    spec.ipv4.src = e.local_ipv4;
-    spec.ipv4.dst = e.peer_ipv4;
-    spec.ipv4.dscp = e.dscp;
-    spec.ipv6.src = e.local_ipv6;
-    spec.ipv6.dst = e.peer_ipv6;
-    spec.ipv6.dscp = e.dscp;
-    spec.udp.src_port = config_.base_src_port;
-    spec.bth.opcode = wire::opcode::mr_ack;
-    spec.bth.dest_qp = config_.peer_qpn;
+    wire::FrameSpec spec = frame_spec(config_, wire::opcode::mr_ack, config_.base_src_port, false);
     spec.bth.psn = psn;
     spec.mr_ack.syndrome = syndrome;
     spec.mr_ack.delivered_psn =

@@ -9,33 +9,12 @@ namespace {
 
 std::uint32_t micros(Time now) noexcept { return static_cast<std::uint32_t>(now / 1000); }
 
-wire::FrameSpec base_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port) {
-  wire::FrameSpec s;
-  const Endpoints& e = c.endpoints;
-  s.eth.src = e.local_mac;
-  s.eth.dst = e.peer_mac;
-  s.eth.vlan_present = e.vlan_present;
-  s.eth.vlan_tci = e.vlan_tci;
-  s.ip_version = e.ip_version;
-  s.ipv4.src = e.local_ipv4;
-  s.ipv4.dst = e.peer_ipv4;
-  s.ipv4.dscp = e.dscp;
-  s.ipv4.ecn = 2;  // ECT(0): a fabric may mark CE
-  s.ipv6.src = e.local_ipv6;
-  s.ipv6.dst = e.peer_ipv6;
-  s.ipv6.dscp = e.dscp;
-  s.ipv6.ecn = 2;
-  s.udp.src_port = src_port;
-  s.bth.opcode = opcode;
-  s.bth.dest_qp = c.peer_qpn;
-  return s;
-}
 
 }  // namespace
 
 void MetaroceConnection::build_templates(TxPath& path) {
   const auto prepare = [&](wire::HeaderTemplate& t, std::uint8_t op) {
-    const bool ok = t.prepare(base_spec(config_, op, path.src_port));
+    const bool ok = t.prepare(frame_spec(config_, op, path.src_port, true));
     (void)ok;  // every metaroce data opcode fits a template (tests pin it)
   };
   prepare(path.write_template, wire::opcode::mr_write);

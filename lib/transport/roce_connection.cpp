@@ -17,29 +17,6 @@ std::uint8_t rnr_timer_code(Time delay) noexcept {
   return 0;
 }
 
-wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, bool ect) {
-  wire::FrameSpec s;
-  const Endpoints& e = c.endpoints;
-  s.eth.src = e.local_mac;
-  s.eth.dst = e.peer_mac;
-  s.eth.vlan_present = e.vlan_present;
-  s.eth.vlan_tci = e.vlan_tci;
-  s.ip_version = e.ip_version;
-  s.ipv4.src = e.local_ipv4;
-  s.ipv4.dst = e.peer_ipv4;
-  s.ipv4.dscp = e.dscp;
-  s.ipv6.src = e.local_ipv6;
-  s.ipv6.dst = e.peer_ipv6;
-  s.ipv6.dscp = e.dscp;
-  if (ect) {
-    s.ipv4.ecn = 2;  // ECT(0): a fabric may mark CE
-    s.ipv6.ecn = 2;
-  }
-  s.udp.src_port = c.base_src_port;  // one source port: one ECMP path
-  s.bth.opcode = opcode;
-  s.bth.dest_qp = c.peer_qpn;
-  return s;
-}
 
 }  // namespace roce
 
@@ -69,14 +46,7 @@ void RoceConnection::close() {
 }
 
 PostResult RoceConnection::post_send(const SendRequest& request) {
-  if (state_ != ConnectionState::ready) return PostResult::not_ready;
-  if (request.stream >= config_.streams) return PostResult::bad_stream;
-  if (request.length > 0xffff'ffffu) return PostResult::too_long;
-  if (request.length > 0 &&
-      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
-          AccessCheck::ok)
-    return PostResult::bad_lkey;
-  if (is_write(request.op) && request.rkey == 0) return PostResult::bad_rkey;
+  if (const PostResult r = check_send(request); r != PostResult::ok) return r;
 
   auto message = std::make_unique<SendMessage>();
   message->request = request;
@@ -90,12 +60,7 @@ PostResult RoceConnection::post_send(const SendRequest& request) {
 }
 
 PostResult RoceConnection::post_receive(const ReceiveRequest& request) {
-  if (state_ != ConnectionState::ready && state_ != ConnectionState::init) return PostResult::not_ready;
-  if (request.stream >= config_.streams) return PostResult::bad_stream;
-  if (request.length > 0 &&
-      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.addr), request.length,
-                    access_local_write) != AccessCheck::ok)
-    return PostResult::bad_lkey;
+  if (const PostResult r = check_receive(request); r != PostResult::ok) return r;
   posted_receives_.push_back(request);
   return PostResult::ok;
 }

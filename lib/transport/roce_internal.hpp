@@ -61,8 +61,5 @@ inline constexpr std::uint8_t ack_no_credits = 0x1f;
 // (IBTA table "RNR NAK timer field encodings"; code 0 is the longest).
 [[nodiscard]] std::uint8_t rnr_timer_code(Time delay) noexcept;
 
-// The Ethernet..BTH fields every frame of the connection shares.
-[[nodiscard]] wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, bool ect);
-
 }  // namespace roce
 }  // namespace metaroce::transport

@@ -8,14 +8,14 @@ namespace metaroce::transport {
 
 void RoceConnection::build_templates() {
   for (std::uint8_t op = 0; op < data_templates_.size(); ++op) {
-    const bool ok = data_templates_[op].prepare(roce::frame_spec(config_, op, true));
+    const bool ok = data_templates_[op].prepare(frame_spec(config_, op, config_.base_src_port, true));
     (void)ok;  // every RC data opcode fits a template (tests pin it)
   }
-  const bool ok = ack_template_.prepare(roce::frame_spec(config_, wire::opcode::acknowledge, false));
+  const bool ok = ack_template_.prepare(frame_spec(config_, wire::opcode::acknowledge, config_.base_src_port, false));
   (void)ok;
   // CNP: BECN set, 16 reserved bytes, DSCP 48 as NICs send it so that a
   // fabric can prioritise the notification over the data it is about.
-  wire::FrameSpec cnp = roce::frame_spec(config_, wire::opcode::cnp, false);
+  wire::FrameSpec cnp = frame_spec(config_, wire::opcode::cnp, config_.base_src_port, false);
   cnp.bth.becn = true;
   cnp.ipv4.dscp = 48;
   cnp.ipv6.dscp = 48;
