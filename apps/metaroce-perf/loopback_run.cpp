@@ -1,0 +1,375 @@
+#include "metaroce-perf/loopback_run.hpp"
+
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/loopback.hpp"
+#include "fabric/spec.hpp"
+#include "metaroce-perf/message_pattern.hpp"
+
+namespace metaroce::perf {
+
+namespace {
+
+// Memory for messages in flight on each side: enough for the windows, small
+// enough for a laptop.
+constexpr std::uint64_t slot_budget_bytes = 64ull << 20;
+// A run that makes no progress this long after posting stopped has lost
+// messages for good.
+constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
+constexpr std::uint16_t loopback_ring_size = 256;
+constexpr std::uint64_t peak_window_ns = 100'000'000;
+
+// Side B: the receiving host, on its own lcore during one size.
+struct Receiver {
+  engine::Loopback* loopback = nullptr;
+  const PerfOptions* options = nullptr;
+  std::uint64_t size = 0;
+  std::uint32_t slots = 0;             // write region slots (sender's choice)
+  std::uint32_t receives_per_stream = 0;
+  std::uint8_t* write_region = nullptr;
+  std::uint8_t* receive_region = nullptr;
+  std::uint32_t receive_key = 0;
+  std::vector<std::uint64_t> expected_next;  // per stream: the next message it completes
+  std::vector<transport::Completion> completions;
+  std::atomic<std::uint64_t> received{0};
+  std::atomic<std::uint64_t> wrong{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<bool> stop{false};
+  std::string first_problem;  // written by B, read after it stopped
+
+  void problem(std::string what) {
+    if (first_problem.empty()) first_problem = std::move(what);
+  }
+
+  bool post_receive(std::uint64_t wr_id, std::uint16_t stream) {
+    transport::ReceiveRequest r;
+    r.wr_id = wr_id;
+    r.stream = stream;
+    r.addr = receive_region + wr_id * (options->op == PerfOp::send ? size : 0);
+    r.length = options->op == PerfOp::send ? size : 0;
+    r.lkey = receive_key;
+    return loopback->connection_b().post_receive(r) == transport::PostResult::ok;
+  }
+
+  // One turn; returns the frames moved and completions handled (0: idle).
+  std::size_t turn() {
+    const std::size_t work = loopback->poll_side_b();
+    if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
+    completions.clear();
+    loopback->connection_b().poll_completions(completions);
+    for (const auto& c : completions) {
+      if (c.status != transport::CompletionStatus::success) {
+        failed.fetch_add(1, std::memory_order_relaxed);
+        problem(fmt::format("receive completion {}", transport::to_string(c.status)));
+        continue;
+      }
+      const std::uint64_t m = expected_next[c.stream];
+      expected_next[c.stream] += options->streams;
+      bool ok = true;
+      if (options->op == PerfOp::write_imm) {
+        ok = c.has_imm && c.imm == static_cast<std::uint32_t>(m);
+        if (ok && options->verify) ok = check_pattern(write_region + (m % slots) * size, size, m);
+      } else {
+        ok = c.byte_len == size;
+        if (ok && options->verify) ok = check_pattern(receive_region + c.wr_id * size, size, m);
+      }
+      // No engine turn in here (unlike the sender): the ACKs of these
+      // messages are out, so a turn could take in the next message for a
+      // slot not checked yet.
+      if (!ok) {
+        wrong.fetch_add(1, std::memory_order_relaxed);
+        problem(fmt::format("message {} arrived with wrong bytes (or out of order on stream {})", m, c.stream));
+      }
+      if (!post_receive(c.wr_id, c.stream)) problem("re-posting a receive was refused");
+      received.fetch_add(1, std::memory_order_release);
+    }
+    return work + completions.size();
+  }
+};
+
+// --idle-sleep-us: lets other processes have the core when a turn found nothing.
+void idle(const PerfOptions& o, std::size_t work) {
+  if (work == 0 && o.idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.idle_sleep_us));
+}
+
+int receiver_main(void* arg) {
+  auto& r = *static_cast<Receiver*>(arg);
+  while (!r.stop.load(std::memory_order_acquire)) idle(*r.options, r.turn());
+  return 0;
+}
+
+void add(transport::ConnectionCounters& a, const transport::ConnectionCounters& b) {
+#define METAROCE_PERF_ADD(name, what) a.name += b.name;
+  METAROCE_CONNECTION_COUNTERS(METAROCE_PERF_ADD)
+#undef METAROCE_PERF_ADD
+}
+
+void add(fabric::FabricCounters& a, const fabric::FabricCounters& b) {
+  a.received += b.received;
+  a.forwarded += b.forwarded;
+  a.dropped_random_loss += b.dropped_random_loss;
+  a.dropped_burst_loss += b.dropped_burst_loss;
+  a.dropped_queue_full += b.dropped_queue_full;
+  a.dropped_blackhole += b.dropped_blackhole;
+  a.corrupted += b.corrupted;
+  a.duplicated += b.duplicated;
+  a.ecn_marked += b.ecn_marked;
+  a.reordered += b.reordered;
+  a.reordered_in_path += b.reordered_in_path;
+}
+
+std::uint64_t retransmissions(const transport::Connection& c) {
+  std::uint64_t n = 0;
+  for (std::uint16_t p = 0; p < c.config().paths; ++p) n += c.path_info(p).retransmitted;
+  return n;
+}
+
+bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std::FILE* progress, RunResult& run) {
+  engine::LoopbackConfig config;
+  config.connection.mode = o.mode;
+  config.connection.mtu = o.mtu;
+  config.connection.paths = o.paths;
+  config.connection.streams = o.streams;
+  config.connection.path_window = o.path_window;
+  // Software ends on shared cores see RTTs of hundreds of microseconds and
+  // scheduling stalls of tens of milliseconds (max_poll_gap_ns in --json):
+  // keep the RTO above the usual stall, and let a connection ride out a
+  // long one instead of declaring the peer gone after 7 rounds.
+  config.connection.initial_rto = 5'000'000;
+  config.connection.min_rto = 2'000'000;
+  config.connection.retry_limit = 50;
+  config.connection.rnr_retry_limit = 50;
+  // A short ring: the backlog waits in the connection's window (no timer
+  // running) instead of in the ring (timer running).
+  config.ports.rx_desc = loopback_ring_size;
+  config.ports.tx_desc = loopback_ring_size;
+  config.hosts.zero_copy_threshold = loopback_zero_copy_threshold(o);
+  config.hosts.idle_sleep_us = o.idle_sleep_us;
+  // Frames in flight are bounded by the windows (paths x path_window) plus
+  // the rings: 8192 mbufs per pool leave room and fit the 512 MB EAL default
+  // with both hosts and both fabric links.
+  config.hosts.tx_mbufs = 8192;
+  if (!o.fabric_spec.empty()) {
+    config.forward = fabric::parse_fabric_spec(o.fabric_spec).config;
+    config.backward = config.forward;
+  }
+  config.tap = tap;
+  auto loopback = engine::Loopback::create(config, run.error);
+  if (!loopback) {
+    if (o.mode == transport::Mode::rocev2)
+      run.error = fmt::format("--mode rocev2: {} (the rocev2 baseline may not be built yet; use --mode metaroce)",
+                              run.error);
+    return false;
+  }
+  engine::Loopback& lb = *loopback;
+
+  const auto slots = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  std::vector<std::uint8_t> source(slots * size, 0x5a);
+  std::vector<std::uint8_t> write_region(o.op == PerfOp::send ? 0 : slots * size, 0);
+  Receiver receiver;
+  receiver.loopback = &lb;
+  receiver.options = &o;
+  receiver.size = size;
+  receiver.slots = slots;
+  // Receives per stream: what the window can have in flight on one stream,
+  // plus as many again for completions the receiver has not re-posted yet
+  // (else the sender meets RNR), within the memory budget.
+  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
+  receiver.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      per_stream_in_flight + 1,
+      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams) : ~0ull)));
+  std::vector<std::uint8_t> receive_region(
+      o.op == PerfOp::send ? std::uint64_t{o.streams} * receiver.receives_per_stream * size : 64, 0);
+  receiver.write_region = write_region.data();
+  receiver.receive_region = receive_region.data();
+  receiver.expected_next.resize(o.streams);
+  for (std::uint16_t s = 0; s < o.streams; ++s) receiver.expected_next[s] = s;
+
+  const std::uint32_t lkey = lb.host_a().memory().register_region(source.data(), source.size(),
+                                                                   transport::access_local_write);
+  const std::uint32_t rkey =
+      write_region.empty() ? 0
+                           : lb.host_b().memory().register_region(write_region.data(), write_region.size(),
+                                                                  transport::access_local_write |
+                                                                      transport::access_remote_write);
+  receiver.receive_key =
+      lb.host_b().memory().register_region(receive_region.data(), receive_region.size(), transport::access_local_write);
+  if (o.op != PerfOp::write) {
+    for (std::uint16_t s = 0; s < o.streams; ++s)
+      for (std::uint32_t j = 0; j < receiver.receives_per_stream; ++j)
+        if (!receiver.post_receive(std::uint64_t{s} * receiver.receives_per_stream + j, s)) {
+          run.error = "posting the initial receives was refused";
+          return false;
+        }
+  }
+  if (!o.verify) std::fill(source.begin(), source.end(), 0x5a);
+
+  // Side B on a worker lcore when EAL gave us one; else both sides here.
+  const unsigned worker = rte_get_next_lcore(rte_lcore_id(), 1, 0);
+  const bool threaded = worker < RTE_MAX_LCORE &&
+                        rte_eal_remote_launch(receiver_main, &receiver, worker) == 0;
+
+  SizeResult result;
+  result.size = size;
+  std::vector<bool> slot_busy(slots, false);
+  std::vector<transport::Completion> completions;
+  std::uint64_t posted = 0, completed = 0, failed = 0, wrong = 0;
+  const std::uint64_t t0 = lb.host_a().now_ns();
+  const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
+  std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0;
+  std::uint64_t progress_done = 0;
+  bool posting = true;
+  std::string problem;
+  transport::Connection& sender = lb.connection_a();
+  // Checking or filling a large message takes longer than an RTT: keep the
+  // engine turning in between, or ACKs wait and timers fire for nothing.
+  const auto keep_engine_turning = [&] {
+    if (size < 16384) return;
+    lb.poll_side_a();
+    if (!threaded) receiver.turn();
+  };
+
+  for (;;) {
+    std::size_t work = lb.poll_side_a();
+    if (!threaded) work += receiver.turn();
+    const std::uint64_t now = lb.host_a().now_ns();
+    completions.clear();
+    sender.poll_completions(completions);
+    work += completions.size();
+    for (const auto& c : completions) {
+      const std::uint64_t m = c.wr_id;
+      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
+      slot_busy[slot] = false;
+      last_event = end = now;
+      if (c.status != transport::CompletionStatus::success) {
+        ++failed;
+        if (problem.empty()) problem = fmt::format("message {} completed with {}", m, transport::to_string(c.status));
+        continue;
+      }
+      ++completed;
+      if (o.verify && o.op == PerfOp::write) {
+        if (!check_pattern(write_region.data() + slot * size, size, m)) {
+          ++wrong;
+          if (problem.empty()) problem = fmt::format("message {} ({} bytes) has wrong bytes at the receiver", m, size);
+        }
+        keep_engine_turning();
+      }
+    }
+    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
+    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth && !slot_busy[posted % slots]) {
+      const std::uint64_t m = posted;
+      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
+      if (o.verify) {
+        fill_pattern(source.data() + slot * size, size, m);
+        keep_engine_turning();
+      }
+      transport::SendRequest r;
+      r.wr_id = m;
+      r.op = o.op == PerfOp::write ? transport::SendOp::write
+             : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
+      r.stream = static_cast<std::uint16_t>(m % o.streams);
+      r.local_addr = source.data() + slot * size;
+      r.length = size;
+      r.lkey = lkey;
+      r.remote_addr = reinterpret_cast<std::uint64_t>(write_region.data() + slot * size);
+      r.rkey = rkey;
+      r.imm = static_cast<std::uint32_t>(m);
+      const auto pr = sender.post_send(r);
+      if (pr != transport::PostResult::ok) {
+        problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
+        posting = false;
+        break;
+      }
+      slot_busy[slot] = true;
+      ++posted;
+      last_event = now;
+    }
+    if (now - window_start >= peak_window_ns) {
+      result.peak_bps = std::max(result.peak_bps, double(completed - window_done) * double(size) * 8e9 /
+                                                      double(now - window_start));
+      window_start = now;
+      window_done = completed;
+    }
+    if (progress != nullptr && now - last_progress >= 1'000'000'000) {
+      std::fprintf(progress, "[%6.1f s] %llu B: %.2f Gb/s, %llu messages, %llu retransmitted\n",
+                   double(now - t0) / 1e9, static_cast<unsigned long long>(size),
+                   double(completed - progress_done) * double(size) * 8.0 / double(now - last_progress),
+                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions(sender)));
+      std::fflush(progress);
+      last_progress = now;
+      progress_done = completed;
+    }
+    const bool sender_done = !posting && completed + failed == posted;
+    const bool receiver_done = o.op == PerfOp::write ||
+                               receiver.received.load(std::memory_order_acquire) +
+                                       receiver.failed.load(std::memory_order_relaxed) >= completed;
+    if (sender_done && receiver_done) break;
+    if (!posting && now - last_event > drain_limit_ns) {
+      if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
+      break;
+    }
+    idle(o, work);
+  }
+  receiver.stop.store(true, std::memory_order_release);
+  if (threaded) rte_eal_wait_lcore(worker);
+  // Let the last ACKs and retransmissions settle before tearing down.
+  for (int i = 0; i < 1000; ++i) {
+    lb.poll_side_a();
+    lb.poll_side_b();
+  }
+
+  result.messages = completed;
+  result.seconds = double(end - t0) / 1e9;
+  result.average_bps = result.seconds > 0 ? double(completed) * double(size) * 8.0 / result.seconds : 0.0;
+  result.peak_bps = std::max(result.peak_bps, result.average_bps);
+  result.message_rate = result.seconds > 0 ? double(completed) / result.seconds : 0.0;
+  result.wrong_messages = wrong + receiver.wrong.load();
+  result.missing_messages = (posted - completed);
+  if (o.op != PerfOp::write && receiver.received.load() < completed)
+    result.missing_messages += completed - receiver.received.load();
+  result.first_problem = !problem.empty() ? problem : receiver.first_problem;
+
+  lb.host_a().refresh_port_counters();
+  lb.host_b().refresh_port_counters();
+  run.host_a += lb.host_a().counters();
+  run.host_b += lb.host_b().counters();
+  add(run.connection_a, lb.connection_a().counters());
+  add(run.connection_b, lb.connection_b().counters());
+  if (lb.forward_link() != nullptr) add(run.forward, lb.forward_link()->fabric_counters());
+  if (lb.backward_link() != nullptr) add(run.backward, lb.backward_link()->fabric_counters());
+  run.retransmitted += retransmissions(sender);
+  run.sizes.push_back(result);
+  loopback.reset();  // before the regions it may still point into
+  return true;
+}
+
+}  // namespace
+
+std::uint32_t loopback_zero_copy_threshold(const PerfOptions& o) noexcept {
+  // net_ring hands a chain to the receiver as a chain, which must copy it
+  // to parse it: attaching moves the copy instead of saving it and costs
+  // two more mbufs. Measured (doc/ENGINE.md): copying is faster at every
+  // size over net_ring, so the loopback copies unless told otherwise.
+  if (o.zero_copy_threshold == 0 || o.zero_copy_threshold == 65535) return engine::zero_copy_never;
+  return o.zero_copy_threshold;
+}
+
+RunResult run_loopback(const PerfOptions& options, const FrameTap& tap, std::FILE* progress) {
+  RunResult run;
+  for (const std::uint64_t size : options.sizes)
+    if (!run_size(options, size, tap, progress, run)) break;
+  return run;
+}
+
+}  // namespace metaroce::perf

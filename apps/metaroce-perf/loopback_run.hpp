@@ -1,0 +1,56 @@
+// metaroce-perf --loopback: both ends in one process (engine::Loopback), the
+// sender on the main lcore, the receiver on a worker lcore (or both on one
+// when EAL has a single lcore), one fresh loopback per message size.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine_counters.hpp"
+#include "fabric/counters.hpp"
+#include "metaroce-perf/perf_options.hpp"
+#include "transport/counters.hpp"
+
+namespace metaroce::perf {
+
+struct SizeResult {
+  std::uint64_t size = 0;
+  std::uint64_t messages = 0;  // completed successfully
+  double seconds = 0.0;
+  double peak_bps = 0.0;       // best 100 ms window
+  double average_bps = 0.0;
+  double message_rate = 0.0;   // messages per second
+  std::uint64_t wrong_messages = 0;    // --verify: a byte differed
+  std::uint64_t missing_messages = 0;  // posted, never completed (or completed in error)
+  std::string first_problem;           // what went wrong first, if anything
+};
+
+struct RunResult {
+  std::vector<SizeResult> sizes;
+  engine::EngineCounters host_a{}, host_b{};  // summed over the sizes
+  transport::ConnectionCounters connection_a{}, connection_b{};
+  fabric::FabricCounters forward{}, backward{};
+  std::uint64_t retransmitted = 0;
+  std::string error;  // setup failed (nothing ran)
+  [[nodiscard]] bool failed() const noexcept {
+    if (!error.empty()) return true;
+    for (const auto& s : sizes)
+      if (s.wrong_messages != 0 || s.missing_messages != 0) return true;
+    return false;
+  }
+};
+
+using FrameTap = std::function<void(std::span<const std::uint8_t>, std::uint64_t)>;
+
+// The threshold the loopback's hosts use: payloads copied unless
+// --zero-copy-threshold asks for attaching (engine::zero_copy_never).
+[[nodiscard]] std::uint32_t loopback_zero_copy_threshold(const PerfOptions& options) noexcept;
+
+// Needs a started EAL. Progress lines go to `progress` once a second.
+RunResult run_loopback(const PerfOptions& options, const FrameTap& tap, std::FILE* progress);
+
+}  // namespace metaroce::perf

@@ -1,0 +1,169 @@
+#include "metaroce-perf/perf_options.hpp"
+
+#include <sstream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "fabric/spec.hpp"
+
+namespace po = boost::program_options;
+
+namespace metaroce::perf {
+
+namespace {
+
+po::options_description describe() {
+  po::options_description d("Options (EAL arguments go after `--`)");
+  d.add_options()
+      ("help,h", "print this help and exit")
+      ("loopback", "both ends in this process on two lcores over a net_ring pair (the default; the only mode of this slice)")
+      ("size,s", po::value<std::uint64_t>(), "message size in bytes (default 65536)")
+      ("all-sizes,a", "every power of two from 2 B to 8 MiB")
+      ("iters,n", po::value<std::uint64_t>(), "messages per size (default 5000)")
+      ("duration,D", po::value<double>(), "seconds per size instead of a message count")
+      ("tx-depth,t", po::value<std::uint32_t>(), "messages in flight (default 128)")
+      ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
+      ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
+      ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32; there is no "
+                                                  "congestion control yet, so this bounds the queue)")
+      ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
+      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
+      ("op", po::value<std::string>(), "write | write-imm | send (default write)")
+      ("verify", "fill every message with its own pattern and check every byte on completion; "
+                 "exit 1 on a wrong byte or a missing message")
+      ("report-gbits", "bandwidth in Gb/s (default MB/s, 1 MB = 2^20 bytes)")
+      ("json", po::value<std::string>(), "write the results and counters as JSON to FILE")
+      ("fabric", po::value<std::string>(), "an inline fabric in each direction, e.g. \"loss 1% delay 10us\" "
+                                           "(grammar: doc/FABRIC.md)")
+      ("capture", po::value<std::string>(), "write every frame, both ways, to FILE.pcap")
+      ("zero-copy-threshold", po::value<std::uint32_t>(),
+       "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
+       "the faster over net_ring)")
+      ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)");
+  return d;
+}
+
+template <class T>
+bool in_range(const po::variables_map& vm, const char* key, T min, T max, T& out, std::string& message) {
+  if (!vm.count(key)) return true;
+  const T v = vm[key].as<T>();
+  if (v < min || v > max) {
+    message = fmt::format("--{} {} is out of range: give {}..{}", key, v, min, max);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& out, std::string& message) {
+  std::vector<std::string> app_args;
+  int i = 1;
+  for (; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") break;
+    app_args.emplace_back(argv[i]);
+  }
+  PerfOptions o;
+  for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
+
+  const po::options_description description = describe();
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(app_args).options(description).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    message = e.what();
+    return ParseOutcome::error;
+  }
+  if (vm.count("help")) {
+    std::ostringstream usage;
+    usage << "Usage: metaroce-perf [OPTIONS] [-- EAL-ARGS]\n"
+             "The ib_write_bw of metaroce: messages from one end to the other, verified on request,\n"
+             "with a perftest-style table at the end. --loopback (the default) runs both ends in this\n"
+             "process on two lcores over a net_ring pair; without EAL arguments it starts EAL with\n"
+             "-l 0-1 --no-huge -m 512 --no-shconf --no-pci (or hugepages when some are free).\n"
+             "Exit status: 0 success, 1 a run failed or --verify found a wrong byte or a missing\n"
+             "message, 2 bad options.\n\n"
+          << description;
+    message = usage.str();
+    return ParseOutcome::help;
+  }
+  if (vm.count("size") && vm.count("all-sizes")) {
+    message = "--size and --all-sizes exclude each other: give one";
+    return ParseOutcome::error;
+  }
+  if (vm.count("iters") && vm.count("duration")) {
+    message = "--iters and --duration exclude each other: give one";
+    return ParseOutcome::error;
+  }
+  if (vm.count("size")) {
+    const std::uint64_t s = vm["size"].as<std::uint64_t>();
+    if (s < 1 || s > (std::uint64_t{1} << 30)) {
+      message = fmt::format("--size {} is out of range: give 1..1073741824 bytes", s);
+      return ParseOutcome::error;
+    }
+    o.sizes = {s};
+  }
+  if (vm.count("all-sizes")) {
+    o.sizes.clear();
+    for (std::uint64_t s = 2; s <= (std::uint64_t{8} << 20); s *= 2) o.sizes.push_back(s);
+  }
+  if (!in_range<std::uint64_t>(vm, "iters", 1, std::uint64_t{1} << 40, o.iterations, message) ||
+      !in_range<std::uint32_t>(vm, "tx-depth", 1, 4096, o.tx_depth, message) ||
+      !in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
+      !in_range<std::uint16_t>(vm, "streams", 1, 1024, o.streams, message) ||
+      !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
+      !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
+      !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
+      !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message))
+    return ParseOutcome::error;
+  if (vm.count("duration")) {
+    o.duration_s = vm["duration"].as<double>();
+    if (!(o.duration_s > 0.0 && o.duration_s <= 86400.0)) {
+      message = fmt::format("--duration {} is out of range: give seconds in (0, 86400]", o.duration_s);
+      return ParseOutcome::error;
+    }
+  }
+  if (vm.count("mode")) {
+    const std::string m = vm["mode"].as<std::string>();
+    if (m == "metaroce") o.mode = transport::Mode::metaroce;
+    else if (m == "rocev2") o.mode = transport::Mode::rocev2;
+    else {
+      message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", m);
+      return ParseOutcome::error;
+    }
+  }
+  if (o.mode == transport::Mode::rocev2 && vm.count("paths") && o.paths != 1) {
+    message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";
+    return ParseOutcome::error;
+  }
+  if (o.mode == transport::Mode::rocev2) o.paths = 1;
+  if (vm.count("op")) {
+    const std::string op = vm["op"].as<std::string>();
+    if (op == "write") o.op = PerfOp::write;
+    else if (op == "write-imm") o.op = PerfOp::write_imm;
+    else if (op == "send") o.op = PerfOp::send;
+    else {
+      message = fmt::format("--op '{}' is not an operation: give write, write-imm or send", op);
+      return ParseOutcome::error;
+    }
+  }
+  if (vm.count("fabric")) {
+    o.fabric_spec = vm["fabric"].as<std::string>();
+    const auto spec = fabric::parse_fabric_spec(o.fabric_spec);
+    if (!spec.ok()) {
+      message = fmt::format("--fabric: {}", spec.error);
+      return ParseOutcome::error;
+    }
+  }
+  o.verify = vm.count("verify") != 0;
+  o.report_gbits = vm.count("report-gbits") != 0;
+  if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
+  if (vm.count("capture")) o.capture_path = vm["capture"].as<std::string>();
+  out = std::move(o);
+  return ParseOutcome::run;
+}
+
+}  // namespace metaroce::perf

@@ -1,0 +1,48 @@
+// metaroce-perf's command line: perftest's flag names (spelled with '-'),
+// the app's options before `--`, EAL's after it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/types.hpp"
+
+namespace metaroce::perf {
+
+enum class PerfOp : std::uint8_t { write, write_imm, send };
+
+[[nodiscard]] constexpr const char* to_string(PerfOp op) noexcept {
+  return op == PerfOp::write ? "write" : op == PerfOp::write_imm ? "write-imm" : "send";
+}
+
+struct PerfOptions {
+  bool loopback = true;
+  std::vector<std::uint64_t> sizes = {65536};  // one, or every power of two with -a
+  std::uint64_t iterations = 5000;             // messages per size (unless -D)
+  double duration_s = 0.0;                     // -D: seconds per size instead of -n
+  std::uint32_t tx_depth = 128;                // messages in flight
+  std::uint16_t paths = 4;
+  std::uint16_t streams = 1;
+  // Packets a path may have in flight. Without congestion control (a later
+  // issue) this bounds the queue the ends build in the rings between them.
+  std::uint32_t path_window = 32;
+  transport::Mode mode = transport::Mode::metaroce;
+  std::uint32_t mtu = 4096;
+  PerfOp op = PerfOp::write;
+  bool verify = false;
+  bool report_gbits = false;
+  std::string json_path;
+  std::string fabric_spec;
+  std::string capture_path;
+  std::uint32_t zero_copy_threshold = 0;  // 0: the engine's default
+  std::uint32_t idle_sleep_us = 0;
+  std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
+};
+
+enum class ParseOutcome : std::uint8_t { run, help, error };
+
+// On error, `message` is one line saying what is wrong; on help, the usage.
+ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& out, std::string& message);
+
+}  // namespace metaroce::perf

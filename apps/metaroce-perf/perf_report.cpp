@@ -1,0 +1,129 @@
+#include "metaroce-perf/perf_report.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "common/json_line.hpp"
+#include "engine/mbuf_frames.hpp"
+
+namespace metaroce::perf {
+
+namespace {
+
+constexpr const char* rule =
+    "---------------------------------------------------------------------------------------\n";
+
+double bandwidth(const PerfOptions& o, double bits_per_second) {
+  // perftest: Gb/s = 10^9 bits; MB/s = 2^20 bytes.
+  return o.report_gbits ? bits_per_second / 1e9 : bits_per_second / 8.0 / 1048576.0;
+}
+
+}  // namespace
+
+void print_header(std::FILE* out, const PerfOptions& o) {
+  std::fputs(rule, out);
+  std::fprintf(out, "                    RDMA_%s BW Test (metaroce-perf, loopback over net_ring)\n",
+               o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send");
+  std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
+  std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
+  std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
+  std::fprintf(out, " TX depth      : %u\n", o.tx_depth);
+  std::fprintf(out, " Verify        : %s\n", o.verify ? "every byte" : "off");
+  std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
+  const std::uint32_t threshold = loopback_zero_copy_threshold(o);
+  if (threshold == engine::zero_copy_never)
+    std::fprintf(out, " Zero copy     : off, payloads copied (faster over net_ring; --zero-copy-threshold N)\n");
+  else
+    std::fprintf(out, " Zero copy     : payloads >= %u B attached in place\n", threshold);
+  std::fputs(rule, out);
+  std::fflush(out);
+}
+
+void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
+  const char* unit = o.report_gbits ? "Gb/sec" : "MB/sec";
+  std::fputs(rule, out);
+  std::fprintf(out, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit);
+  for (const auto& s : run.sizes)
+    std::fprintf(out, " %-10llu %-14llu %-18.2f %-20.2f %.6f\n", static_cast<unsigned long long>(s.size),
+                 static_cast<unsigned long long>(s.messages), bandwidth(o, s.peak_bps), bandwidth(o, s.average_bps),
+                 s.message_rate / 1e6);
+  std::fputs(rule, out);
+  std::fprintf(out,
+               " retransmitted %llu packets; fabric dropped %llu forward, %llu backward; engine dropped %llu; "
+               "zero-copy %llu, copied %llu frames\n",
+               static_cast<unsigned long long>(run.retransmitted),
+               static_cast<unsigned long long>(run.forward.dropped()),
+               static_cast<unsigned long long>(run.backward.dropped()),
+               static_cast<unsigned long long>(run.host_a.dropped() + run.host_b.dropped()),
+               static_cast<unsigned long long>(run.host_a.tx_zero_copy + run.host_b.tx_zero_copy),
+               static_cast<unsigned long long>(run.host_a.tx_copied + run.host_b.tx_copied));
+  for (const auto& s : run.sizes) {
+    if (s.wrong_messages == 0 && s.missing_messages == 0) continue;
+    std::fprintf(out, " size %llu: %llu wrong, %llu missing messages; first: %s\n",
+                 static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.wrong_messages),
+                 static_cast<unsigned long long>(s.missing_messages), s.first_problem.c_str());
+  }
+  if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
+  std::fflush(out);
+}
+
+bool write_json(const std::string& path, const PerfOptions& o, const RunResult& run, std::string& error) {
+  apps::JsonLine j;
+  j.add("tool", "metaroce-perf")
+      .add("loopback", true)
+      .add("mode", std::string(transport::to_string(o.mode)))
+      .add("op", to_string(o.op))
+      .add("paths", unsigned{o.paths})
+      .add("streams", unsigned{o.streams})
+      .add("mtu", o.mtu)
+      .add("tx_depth", o.tx_depth)
+      .add("verify", o.verify)
+      .add("fabric", o.fabric_spec)
+      .add("ok", !run.failed());
+  j.begin_array("results");
+  for (const auto& s : run.sizes) {
+    j.begin_array_object()
+        .add("bytes", s.size)
+        .add("iterations", s.messages)
+        .add("seconds", s.seconds)
+        .add("bw_peak_gbps", s.peak_bps / 1e9)
+        .add("bw_average_gbps", s.average_bps / 1e9)
+        .add("msg_rate_mpps", s.message_rate / 1e6)
+        .add("wrong_messages", s.wrong_messages)
+        .add("missing_messages", s.missing_messages)
+        .end_object();
+  }
+  j.end_array();
+  j.add("retransmitted", run.retransmitted);
+  const auto engine_counters = [&](const char* key, const engine::EngineCounters& c) {
+    j.begin_object(key);
+    c.visit([&](const std::string& name, std::uint64_t v) { j.add(name, v); });
+    j.end_object();
+  };
+  engine_counters("host_a", run.host_a);
+  engine_counters("host_b", run.host_b);
+  const auto connection_counters = [&](const char* key, const transport::ConnectionCounters& c) {
+    j.begin_object(key);
+    c.for_each([&](std::string_view name, std::uint64_t v) { j.add(name, v); });
+    j.end_object();
+  };
+  connection_counters("connection_a", run.connection_a);
+  connection_counters("connection_b", run.connection_b);
+  const auto fabric_counters = [&](const char* key, const fabric::FabricCounters& c) {
+    j.begin_object(key);
+    c.visit([&](auto name, std::uint64_t v) { j.add(name, v); });
+    j.end_object();
+  };
+  fabric_counters("fabric_forward", run.forward);
+  fabric_counters("fabric_backward", run.backward);
+  std::ofstream f(path);
+  f << std::move(j).finish() << '\n';
+  if (!f) {
+    error = fmt::format("cannot write --json file '{}': check the directory exists and is writable", path);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace metaroce::perf

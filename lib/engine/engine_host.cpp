@@ -1,0 +1,157 @@
+#include "engine/engine_host.hpp"
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace metaroce::engine {
+
+std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, std::string& error) {
+  std::unique_ptr<EngineHost> host(new EngineHost(config));
+  TxMbufSetup setup;
+  setup.name = config.name;
+  setup.mbufs = config.tx_mbufs;
+  setup.data_room = config.tx_data_room;
+  setup.zero_copy_threshold = config.zero_copy_threshold;
+  setup.multi_segment_tx = config.multi_segment_tx;
+  setup.socket = rte_eth_dev_socket_id(config.port_id);
+  host->tx_builder_ = TxMbufBuilder::create(setup, error);
+  if (!host->tx_builder_) return nullptr;
+  host->wheel_.advance(host->clock_.now_ns());
+  host->tx_pending_.reserve(4 * transport::Connection::burst_limit);
+  return host;
+}
+
+EngineHost::~EngineHost() {
+  // Frames nobody will send any more go back to their pools.
+  for (std::size_t i = tx_pending_head_; i < tx_pending_.size(); ++i) rte_pktmbuf_free(tx_pending_[i]);
+  // Connections hold timers on the wheel: they go first.
+  connection_list_.clear();
+  connections_.clear();
+}
+
+transport::Connection* EngineHost::add_connection(const transport::ConnectionConfig& config,
+                                                  std::unique_ptr<transport::CongestionControl> congestion,
+                                                  std::string& error) {
+  if (connections_.contains(config.local_qpn)) {
+    error = fmt::format("{}: QPN {:#x} already has a connection: pick another local_qpn", config_.name,
+                        config.local_qpn);
+    return nullptr;
+  }
+  auto c = transport::Connection::create(config, memory_, wheel_, std::move(congestion), error);
+  if (!c) return nullptr;
+  auto* raw = c.get();
+  connections_[config.local_qpn] = std::move(c);
+  connection_list_.push_back(raw);
+  return raw;
+}
+
+transport::Connection* EngineHost::connection(std::uint32_t local_qpn) noexcept {
+  const auto it = connections_.find(local_qpn);
+  return it == connections_.end() ? nullptr : it->second.get();
+}
+
+void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
+  ++counters_.rx_frames;
+  counters_.rx_bytes += m->pkt_len;
+  bool linearized = false;
+  const auto bytes = frame_bytes(m, rx_scratch_, linearized);
+  counters_.rx_linearized += linearized ? 1 : 0;
+  wire::ParsedFrame parsed;
+  wire::ParseOptions options;
+  options.verify_icrc = !config_.icrc_offload;
+  const wire::ParseError e = wire::parse_frame(bytes, parsed, options);
+  if (e != wire::ParseError::ok) {
+    ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
+    return;
+  }
+  const auto it = connections_.find(parsed.bth.dest_qp);
+  if (it == connections_.end()) {
+    ++counters_.rx_unknown_qpn;
+    return;
+  }
+  ++counters_.rx_delivered;
+  // The payload is placed (copied to its destination) inside on_frame: the
+  // mbuf can be freed right after.
+  it->second->on_frame(now, parsed);
+}
+
+std::size_t EngineHost::flush_tx() {
+  const std::size_t waiting = tx_pending_.size() - tx_pending_head_;
+  if (waiting == 0) return 0;
+  std::size_t sent = 0;
+  while (sent < waiting) {
+    const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(waiting - sent, burst_size));
+    const std::uint16_t took =
+        rte_eth_tx_burst(config_.port_id, config_.queue, tx_pending_.data() + tx_pending_head_ + sent, n);
+    for (std::uint16_t k = 0; k < took; ++k) counters_.tx_bytes += tx_pending_[tx_pending_head_ + sent + k]->pkt_len;
+    sent += took;
+    if (took < n) {
+      ++counters_.tx_ring_full;
+      counters_.tx_deferred += waiting - sent;
+      break;
+    }
+  }
+  counters_.tx_frames += sent;
+  tx_pending_head_ += sent;
+  if (tx_pending_head_ == tx_pending_.size()) {
+    tx_pending_.clear();
+    tx_pending_head_ = 0;
+  }
+  return sent;
+}
+
+std::size_t EngineHost::poll_once() {
+  ++counters_.polls;
+  std::uint64_t now = clock_.now_ns();
+  if (last_poll_ns_ != 0) counters_.max_poll_gap_ns = std::max(counters_.max_poll_gap_ns, now - last_poll_ns_);
+  last_poll_ns_ = now;
+  std::array<rte_mbuf*, burst_size> rx{};
+  const std::uint16_t received = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
+  for (std::uint16_t i = 0; i < received; ++i) {
+    receive(now, rx[i]);
+    rte_pktmbuf_free(rx[i]);
+  }
+  if (received != 0) now = clock_.now_ns();
+  wheel_.advance(now);
+
+  std::size_t sent = flush_tx();
+  // Back-pressure: while the PMD has not taken last turn's frames, the
+  // connections keep theirs (their windows hold them), nothing is dropped.
+  if (tx_waiting() == 0) {
+    for (auto* c : connection_list_) {
+      batch_.clear();
+      c->poll(now, batch_);
+      for (std::size_t i = 0; i < batch_.size(); ++i) {
+        rte_mbuf* m = nullptr;
+        switch (tx_builder_->build(batch_, i, m)) {
+          case TxBuild::copied: ++counters_.tx_copied; tx_pending_.push_back(m); break;
+          case TxBuild::zero_copy: ++counters_.tx_zero_copy; tx_pending_.push_back(m); break;
+          case TxBuild::mempool_empty: ++counters_.tx_mempool_empty; break;
+          case TxBuild::too_large: ++counters_.tx_frame_too_large; break;
+        }
+      }
+    }
+    sent += flush_tx();
+  }
+  const std::size_t work = received + sent;
+  if (work == 0) ++counters_.idle_polls;
+  return work;
+}
+
+void EngineHost::idle(bool nothing_done) {
+  if (!nothing_done || config_.idle_sleep_us == 0) return;
+  ++counters_.idle_sleeps;
+  std::this_thread::sleep_for(std::chrono::microseconds(config_.idle_sleep_us));
+}
+
+void EngineHost::refresh_port_counters() noexcept {
+  rte_eth_stats stats{};
+  if (rte_eth_stats_get(config_.port_id, &stats) == 0) counters_.rx_mempool_empty = stats.rx_nombuf;
+}
+
+}  // namespace metaroce::engine

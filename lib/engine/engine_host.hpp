@@ -1,0 +1,102 @@
+// One transport host per lcore on a real DPDK port queue: a timing wheel, a
+// memory registry and the connections it owns, demultiplexed by destination
+// QPN. The same thing as tests/transport/sim_host.hpp, on mbufs and the TSC.
+//
+// One turn of the poll loop (poll_once):
+//   rx burst -> parse (ICRC checked in software unless the NIC offloads it;
+//   a bad frame is counted under its ParseError name and freed) -> the
+//   connection of its destination QP -> wheel.advance(now) -> transmit what
+//   the PMD did not take last turn -> Connection::poll for each connection
+//   -> descriptors to mbufs (copied, or payload attached in place) -> tx
+//   burst; what the PMD does not take waits for the next turn (counted, never
+//   dropped), and connections are not polled while it waits.
+//
+// Threading: every member runs on the owning lcore, except counters(),
+// which others may read as a racy snapshot.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_counters.hpp"
+#include "engine/mbuf_frames.hpp"
+#include "engine/tsc_clock.hpp"
+#include "timer/wheel.hpp"
+#include "transport/connection.hpp"
+
+struct rte_mbuf;
+
+namespace metaroce::engine {
+
+struct EngineHostConfig {
+  std::string name = "host";
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+  bool icrc_offload = false;       // the NIC verified the ICRC: skip it in software
+  bool multi_segment_tx = true;    // the port chains mbufs (Port::multi_segment_tx)
+  std::uint32_t zero_copy_threshold = default_zero_copy_threshold;
+  std::uint32_t tx_mbufs = 16384;
+  std::uint16_t tx_data_room = 0;  // 0: room for a 9000-byte frame
+  // 0: busy poll. Otherwise run() sleeps this long after a turn that did
+  // nothing, so processes can share cores (costs latency).
+  std::uint32_t idle_sleep_us = 0;
+};
+
+class EngineHost {
+ public:
+  static std::unique_ptr<EngineHost> create(const EngineHostConfig& config, std::string& error);
+  ~EngineHost();
+  EngineHost(const EngineHost&) = delete;
+  EngineHost& operator=(const EngineHost&) = delete;
+
+  // Creates a connection on this host's wheel and registry; nullptr and
+  // `error` when the config is not usable or its local QPN is taken.
+  transport::Connection* add_connection(const transport::ConnectionConfig& config,
+                                        std::unique_ptr<transport::CongestionControl> congestion,
+                                        std::string& error);
+  [[nodiscard]] transport::Connection* connection(std::uint32_t local_qpn) noexcept;
+  [[nodiscard]] transport::MemoryRegistry& memory() noexcept { return memory_; }
+
+  // One turn; returns frames received + frames transmitted (0: idle).
+  std::size_t poll_once();
+  // Turns until `stop` becomes true, sleeping when idle if configured.
+  template <class StopFlag>
+  void run(const StopFlag& stop) {
+    while (!stop) idle(poll_once() == 0);
+  }
+
+  [[nodiscard]] std::uint64_t now_ns() const noexcept { return clock_.now_ns(); }
+  [[nodiscard]] const TscClock& clock() const noexcept { return clock_; }
+  [[nodiscard]] const EngineCounters& counters() const noexcept { return counters_; }
+  // Copies the port's rx_nombuf into counters().rx_mempool_empty.
+  void refresh_port_counters() noexcept;
+  [[nodiscard]] std::size_t tx_waiting() const noexcept { return tx_pending_.size() - tx_pending_head_; }
+  [[nodiscard]] const EngineHostConfig& config() const noexcept { return config_; }
+
+ private:
+  explicit EngineHost(const EngineHostConfig& config) : config_(config) {}
+  void receive(std::uint64_t now, rte_mbuf* m);
+  std::size_t flush_tx();
+  void idle(bool nothing_done);
+
+  static constexpr std::uint16_t burst_size = 32;
+
+  EngineHostConfig config_;
+  TscClock clock_;
+  timer::Wheel wheel_{0};
+  transport::MemoryRegistry memory_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
+  std::vector<transport::Connection*> connection_list_;  // polled in order
+  std::unique_ptr<TxMbufBuilder> tx_builder_;
+  transport::TxBatch batch_;
+  std::vector<rte_mbuf*> tx_pending_;
+  std::size_t tx_pending_head_ = 0;
+  std::vector<std::uint8_t> rx_scratch_;
+  EngineCounters counters_;
+  std::uint64_t last_poll_ns_ = 0;
+};
+
+}  // namespace metaroce::engine

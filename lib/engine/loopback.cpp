@@ -1,0 +1,126 @@
+#include "engine/loopback.hpp"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+namespace metaroce::engine {
+
+bool impairs(const fabric::FabricConfig& config) { return !(config == fabric::FabricConfig{}); }
+
+std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::string& error) {
+  static std::atomic<unsigned> instance{0};
+  const unsigned id = instance.fetch_add(1);
+  std::unique_ptr<Loopback> lb(new Loopback());
+  const bool linked = config.inline_link || config.tap || impairs(config.forward) || impairs(config.backward);
+  if (linked) {
+    if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}la", id), config.ports, lb->port_a_,
+                                lb->port_la_, error) ||
+        !Port::create_ring_pair(fmt::format("lo{}lb", id), fmt::format("lo{}b", id), config.ports, lb->port_lb_,
+                                lb->port_b_, error))
+      return nullptr;
+  } else if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}b", id), config.ports, lb->port_a_,
+                                     lb->port_b_, error)) {
+    return nullptr;
+  }
+  for (Port* p : {lb->port_a_.get(), lb->port_b_.get(), lb->port_la_.get(), lb->port_lb_.get()})
+    if (p != nullptr && !p->start(error)) return nullptr;
+
+  // Whole frames of this connection: the payload MTU plus headers, or an
+  // ACK carrying one block per path.
+  const std::uint32_t frame_l3 = std::max<std::uint32_t>(config.connection.mtu + 256,
+                                                         config.connection.paths * 44u + 256);
+  const std::uint16_t data_room = data_room_for_mtu(frame_l3);
+  const auto make_host = [&](const char* side, const Port& port, std::unique_ptr<EngineHost>& out) {
+    EngineHostConfig hc = config.hosts;
+    if (hc.tx_data_room == 0) hc.tx_data_room = data_room;
+    hc.name = fmt::format("lo{}{}", id, side);
+    hc.port_id = port.id();
+    hc.queue = 0;
+    hc.multi_segment_tx = hc.multi_segment_tx && port.multi_segment_tx();
+    out = EngineHost::create(hc, error);
+    return out != nullptr;
+  };
+  if (!make_host("A", *lb->port_a_, lb->host_a_) || !make_host("B", *lb->port_b_, lb->host_b_)) return nullptr;
+
+  if (linked) {
+    ImpairedLinkConfig fwd;
+    fwd.name = fmt::format("lo{}f", id);
+    fwd.from_port = lb->port_la_->id();
+    fwd.to_port = lb->port_lb_->id();
+    fwd.fabric = config.forward;
+    fwd.data_room = data_room;
+    fwd.mbufs = config.hosts.tx_mbufs;
+    fwd.tap = config.tap;
+    ImpairedLinkConfig bwd = fwd;
+    bwd.name = fmt::format("lo{}r", id);
+    bwd.from_port = lb->port_lb_->id();
+    bwd.to_port = lb->port_la_->id();
+    bwd.fabric = config.backward;
+    if (bwd.fabric.seed == fwd.fabric.seed) bwd.fabric.seed = fwd.fabric.seed + 0x9e3779b9;  // independent streams
+    lb->forward_ = ImpairedLink::create(std::move(fwd), error);
+    if (!lb->forward_) return nullptr;
+    lb->backward_ = ImpairedLink::create(std::move(bwd), error);
+    if (!lb->backward_) return nullptr;
+  }
+
+  // Ring ports have an all-zero MAC: give captures locally administered
+  // addresses that tell the two ends apart.
+  const auto mac_or = [](wire::MacAddress mac, std::uint8_t last) {
+    return mac == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, 0, last} : mac;
+  };
+  transport::ConnectionConfig a = config.connection;
+  a.endpoints.local_mac = mac_or(lb->port_a_->mac(), 0x0a);
+  a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);
+  a.endpoints.local_ipv4 = 0x0a000001;
+  a.endpoints.peer_ipv4 = 0x0a000002;
+  a.local_qpn = 0x000101;
+  a.peer_qpn = 0x000202;
+  a.initial_psn = 0x10000 + id;
+  a.peer_initial_psn = 0x20000 + id;
+  transport::ConnectionConfig b = a;
+  std::swap(b.endpoints.local_mac, b.endpoints.peer_mac);
+  std::swap(b.endpoints.local_ipv4, b.endpoints.peer_ipv4);
+  std::swap(b.local_qpn, b.peer_qpn);
+  std::swap(b.initial_psn, b.peer_initial_psn);
+  lb->connection_a_ = lb->host_a_->add_connection(a, nullptr, error);
+  if (lb->connection_a_ == nullptr) return nullptr;
+  lb->connection_b_ = lb->host_b_->add_connection(b, nullptr, error);
+  if (lb->connection_b_ == nullptr) return nullptr;
+  lb->connection_a_->connect();
+  lb->connection_b_->connect();
+  return lb;
+}
+
+Loopback::~Loopback() {
+  // Every mbuf back to its pool before the pools go: what waits in the
+  // rings, then what the hosts and links still hold (their destructors).
+  const auto drain = [this] {
+    for (Port* p : {port_a_.get(), port_b_.get(), port_la_.get(), port_lb_.get()})
+      if (p != nullptr) p->drain_rx();
+  };
+  drain();
+  host_a_.reset();
+  host_b_.reset();
+  forward_.reset();
+  backward_.reset();
+  drain();
+  port_a_.reset();
+  port_b_.reset();
+  port_la_.reset();
+  port_lb_.reset();
+}
+
+std::size_t Loopback::poll_side_a() {
+  std::size_t work = host_a_->poll_once();
+  if (forward_) work += forward_->forward_once(host_a_->now_ns());
+  return work;
+}
+
+std::size_t Loopback::poll_side_b() {
+  std::size_t work = host_b_->poll_once();
+  if (backward_) work += backward_->forward_once(host_b_->now_ns());
+  return work;
+}
+
+}  // namespace metaroce::engine

@@ -1,0 +1,73 @@
+// Both ends of a connection in one process: two engine hosts over net_ring
+// pairs, optionally through an inline fabric (one ImpairedLink per
+// direction), with the connection set up directly in memory (QPNs, PSNs and
+// addresses exchanged by assignment; the in-band connection manager is a
+// later slice).
+//
+//   no fabric:  host A [port a] <==ring pair==> [port b] host B
+//   fabric:     host A [a] <==> [la] -forward link-> [lb] <==> [b] host B
+//                                    <-backward link-
+//
+// Side A = host A + the forward link; side B = host B + the backward link.
+// Each side touches only its own rings, so the two sides can run on two
+// lcores, or alternate on one thread (tests).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/engine_host.hpp"
+#include "engine/impaired_link.hpp"
+#include "engine/port.hpp"
+#include "fabric/config.hpp"
+#include "transport/config.hpp"
+
+namespace metaroce::engine {
+
+struct LoopbackConfig {
+  // Mode, mtu, paths, streams, windows and timers; endpoints, QPNs and PSNs
+  // are filled in.
+  transport::ConnectionConfig connection{};
+  PortSetup ports{};
+  EngineHostConfig hosts{};  // name and port are filled in
+  bool inline_link = false;  // put the links in even without impairment (for the tap)
+  fabric::FabricConfig forward{};   // A -> B
+  fabric::FabricConfig backward{};  // B -> A
+  std::function<void(std::span<const std::uint8_t>, std::uint64_t)> tap;  // every frame, both ways
+};
+
+class Loopback {
+ public:
+  static std::unique_ptr<Loopback> create(const LoopbackConfig& config, std::string& error);
+  // Drains the rings and frees every mempool: call it with both sides stopped.
+  ~Loopback();
+  Loopback(const Loopback&) = delete;
+  Loopback& operator=(const Loopback&) = delete;
+
+  [[nodiscard]] EngineHost& host_a() noexcept { return *host_a_; }
+  [[nodiscard]] EngineHost& host_b() noexcept { return *host_b_; }
+  [[nodiscard]] transport::Connection& connection_a() noexcept { return *connection_a_; }
+  [[nodiscard]] transport::Connection& connection_b() noexcept { return *connection_b_; }
+  [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
+  [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
+
+  // One turn of side A (host A, forward link) or side B (host B, backward link).
+  std::size_t poll_side_a();
+  std::size_t poll_side_b();
+
+ private:
+  Loopback() = default;
+  std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
+  std::unique_ptr<EngineHost> host_a_, host_b_;
+  std::unique_ptr<ImpairedLink> forward_, backward_;
+  transport::Connection* connection_a_ = nullptr;
+  transport::Connection* connection_b_ = nullptr;
+};
+
+// True when the config impairs anything (a fabric must be put in).
+[[nodiscard]] bool impairs(const fabric::FabricConfig& config);
+
+}  // namespace metaroce::engine

@@ -1,0 +1,157 @@
+#include "engine/mbuf_frames.hpp"
+
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_memory.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace metaroce::engine {
+
+namespace {
+
+// The application keeps its memory until the send completes: DPDK must not
+// free it when the last mbuf that points at it is freed.
+void keep_application_memory(void* /*addr*/, void* /*opaque*/) {}
+
+// A shared-info must outlive every mbuf attached through it, and those may
+// still sit in a peer's ring or a NIC queue when their builder is destroyed:
+// they live for the process.
+rte_mbuf_ext_shared_info* new_shared_info() {
+  static std::mutex mutex;
+  static std::deque<rte_mbuf_ext_shared_info> storage;
+  std::lock_guard lock(mutex);
+  auto& info = storage.emplace_back();
+  info.free_cb = keep_application_memory;
+  info.fcb_opaque = nullptr;
+  // One reference held for ever: the count never reaches zero.
+  rte_mbuf_ext_refcnt_set(&info, 1);
+  return &info;
+}
+
+constexpr std::uint16_t small_data_room = 256 + RTE_PKTMBUF_HEADROOM;
+
+rte_mempool* make_pool(const std::string& base, std::uint32_t n, std::uint16_t data_room, int socket,
+                       std::string& error) {
+  static std::atomic<unsigned> next{0};
+  const std::string name = fmt::format("{}_{}", base.substr(0, 20), next.fetch_add(1));
+  rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), n, 256, 0, data_room, socket);
+  if (pool == nullptr)
+    error = fmt::format("cannot create mempool '{}' ({} mbufs of {} bytes): {}; lower mbufs= or give EAL more "
+                        "memory (memory_mb=, -m)",
+                        name, n, data_room, rte_strerror(rte_errno));
+  return pool;
+}
+
+}  // namespace
+
+std::unique_ptr<TxMbufBuilder> TxMbufBuilder::create(const TxMbufSetup& setup, std::string& error) {
+  std::unique_ptr<TxMbufBuilder> b(new TxMbufBuilder());
+  const std::uint16_t room = setup.data_room != 0 ? setup.data_room : std::uint16_t{9216 + RTE_PKTMBUF_HEADROOM};
+  b->frames_ = make_pool(setup.name + "_frm", setup.mbufs, room, setup.socket, error);
+  if (b->frames_ == nullptr) return nullptr;
+  // Attaching needs IOVA = VA (the address in the descriptor is what the
+  // device reads) and a port that chains mbufs; otherwise we copy.
+  b->zero_copy_ = setup.multi_segment_tx && setup.zero_copy_threshold != zero_copy_never &&
+                  rte_eal_iova_mode() == RTE_IOVA_VA;
+  b->threshold_ = b->zero_copy_ ? setup.zero_copy_threshold : zero_copy_never;
+  if (b->zero_copy_) {
+    b->small_ = make_pool(setup.name + "_sml", setup.mbufs * 2, small_data_room, setup.socket, error);
+    if (b->small_ == nullptr) return nullptr;
+    b->attach_ = make_pool(setup.name + "_ext", setup.mbufs, 0, setup.socket, error);
+    if (b->attach_ == nullptr) return nullptr;
+    b->shared_info_ = new_shared_info();
+  }
+  return b;
+}
+
+TxMbufBuilder::~TxMbufBuilder() {
+  // The owner has drained every queue our mbufs could sit in (ports stopped
+  // or drained first: Loopback's destructor does it).
+  rte_mempool_free(frames_);
+  rte_mempool_free(small_);
+  rte_mempool_free(attach_);
+}
+
+TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const transport::TxDescriptor& d,
+                                  rte_mbuf*& out) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(frames_);
+  if (m == nullptr) return TxBuild::mempool_empty;
+  const std::size_t len = header.size() + d.payload.size() + d.trailer_len;
+  char* p = rte_pktmbuf_append(m, static_cast<std::uint16_t>(std::min<std::size_t>(len, 65535)));
+  if (p == nullptr || len > 65535) {
+    rte_pktmbuf_free(m);
+    return TxBuild::too_large;
+  }
+  std::memcpy(p, header.data(), header.size());
+  if (!d.payload.empty()) std::memcpy(p + header.size(), d.payload.data(), d.payload.size());
+  std::memcpy(p + header.size() + d.payload.size(), d.trailer.data(), d.trailer_len);
+  out = m;
+  return TxBuild::copied;
+}
+
+TxBuild TxMbufBuilder::build(const transport::TxBatch& batch, std::size_t i, rte_mbuf*& out) noexcept {
+  const transport::TxDescriptor& d = batch[i];
+  const auto header = batch.header(i);
+  if (d.payload.size() < threshold_ || header.size() > 256 || d.payload.size() > 65535)
+    return build_copy(header, d, out);
+
+  rte_mbuf* head = rte_pktmbuf_alloc(small_);
+  rte_mbuf* body = rte_pktmbuf_alloc(attach_);
+  rte_mbuf* tail = rte_pktmbuf_alloc(small_);
+  if (head == nullptr || body == nullptr || tail == nullptr) {
+    rte_pktmbuf_free(head);
+    rte_pktmbuf_free(body);
+    rte_pktmbuf_free(tail);
+    return TxBuild::mempool_empty;
+  }
+  std::memcpy(rte_pktmbuf_append(head, static_cast<std::uint16_t>(header.size())), header.data(), header.size());
+  auto* payload = const_cast<std::uint8_t*>(d.payload.data());  // DPDK's API is not const; nothing writes it
+  const auto payload_len = static_cast<std::uint16_t>(d.payload.size());
+  rte_mbuf_ext_refcnt_update(shared_info_, 1);
+  rte_pktmbuf_attach_extbuf(body, payload, reinterpret_cast<rte_iova_t>(payload), payload_len, shared_info_);
+  body->data_off = 0;
+  body->data_len = payload_len;
+  body->pkt_len = payload_len;
+  std::memcpy(rte_pktmbuf_append(tail, d.trailer_len), d.trailer.data(), d.trailer_len);
+  rte_pktmbuf_chain(head, body);
+  rte_pktmbuf_chain(head, tail);
+  out = head;
+  return TxBuild::zero_copy;
+}
+
+rte_mbuf* TxMbufBuilder::copy_frame(std::span<const std::uint8_t> frame) noexcept {
+  if (frame.size() > 65535) return nullptr;
+  rte_mbuf* m = rte_pktmbuf_alloc(frames_);
+  if (m == nullptr) return nullptr;
+  char* p = rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame.size()));
+  if (p == nullptr) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  std::memcpy(p, frame.data(), frame.size());
+  return m;
+}
+
+std::span<const std::uint8_t> frame_bytes(const rte_mbuf* m, std::vector<std::uint8_t>& scratch,
+                                          bool& linearized) noexcept {
+  if (m->nb_segs == 1) {
+    linearized = false;
+    return {rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len};
+  }
+  linearized = true;
+  scratch.resize(m->pkt_len);
+  std::size_t off = 0;
+  for (const rte_mbuf* s = m; s != nullptr; s = s->next) {
+    std::memcpy(scratch.data() + off, rte_pktmbuf_mtod(s, const std::uint8_t*), s->data_len);
+    off += s->data_len;
+  }
+  return {scratch.data(), off};
+}
+
+}  // namespace metaroce::engine

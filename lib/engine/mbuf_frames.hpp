@@ -1,0 +1,80 @@
+// Between the transport's frames and mbufs.
+//
+// Transmit: a TxBatch descriptor (header bytes, payload span in registered
+// memory, pad + ICRC trailer) becomes either one mbuf with everything copied,
+// or, for payloads at or above the zero-copy threshold on a port that chains
+// mbufs, a chain of three: the header copied into a small mbuf, the payload
+// attached in place as an external buffer, the trailer in a small mbuf.
+// External buffers are never freed by DPDK: their free callback does nothing
+// because the application owns the memory until the send completes.
+//
+// Receive: the contiguous bytes of a frame, the mbuf's own data when it is one
+// segment, else a copy into a scratch buffer (the parser wants one span).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/tx_batch.hpp"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_mbuf_ext_shared_info;
+
+namespace metaroce::engine {
+
+// Payload bytes from which attaching beats copying. Measured with
+// metaroce-perf over a net_ring pair (doc/ENGINE.md, "Zero-copy threshold").
+inline constexpr std::uint32_t default_zero_copy_threshold = 2048;
+// Never attach: every payload is copied.
+inline constexpr std::uint32_t zero_copy_never = ~std::uint32_t{0};
+
+enum class TxBuild : std::uint8_t { copied, zero_copy, mempool_empty, too_large };
+
+struct TxMbufSetup {
+  std::string name = "tx";
+  std::uint32_t mbufs = 16384;      // per pool (frames, small segments, attach)
+  std::uint16_t data_room = 0;      // frames pool; must hold a whole frame
+  std::uint32_t zero_copy_threshold = default_zero_copy_threshold;
+  bool multi_segment_tx = true;     // the port chains mbufs
+  int socket = -1;                  // SOCKET_ID_ANY
+};
+
+class TxMbufBuilder {
+ public:
+  static std::unique_ptr<TxMbufBuilder> create(const TxMbufSetup& setup, std::string& error);
+  // Frees the pools: every mbuf built here must be back (drain ports first).
+  ~TxMbufBuilder();
+  TxMbufBuilder(const TxMbufBuilder&) = delete;
+  TxMbufBuilder& operator=(const TxMbufBuilder&) = delete;
+
+  // Builds packet i of `batch` into `out` (set only on copied / zero_copy).
+  TxBuild build(const transport::TxBatch& batch, std::size_t i, rte_mbuf*& out) noexcept;
+  // One mbuf holding `frame` (fabric links, tests); nullptr when the pool is
+  // empty or the frame does not fit.
+  rte_mbuf* copy_frame(std::span<const std::uint8_t> frame) noexcept;
+
+  [[nodiscard]] bool zero_copy_enabled() const noexcept { return zero_copy_; }
+  [[nodiscard]] std::uint32_t zero_copy_threshold() const noexcept { return threshold_; }
+
+ private:
+  TxMbufBuilder() = default;
+  TxBuild build_copy(std::span<const std::uint8_t> header, const transport::TxDescriptor& d, rte_mbuf*& out) noexcept;
+
+  rte_mempool* frames_ = nullptr;  // whole frames, copied
+  rte_mempool* small_ = nullptr;   // header and trailer segments of a chain
+  rte_mempool* attach_ = nullptr;  // no data room: carry an external buffer
+  rte_mbuf_ext_shared_info* shared_info_ = nullptr;  // process lifetime (see .cpp)
+  std::uint32_t threshold_ = zero_copy_never;
+  bool zero_copy_ = false;
+};
+
+// The bytes of a received frame as one span: valid while the mbuf and
+// `scratch` are. `linearized` says whether they were copied.
+std::span<const std::uint8_t> frame_bytes(const rte_mbuf* m, std::vector<std::uint8_t>& scratch,
+                                          bool& linearized) noexcept;
+
+}  // namespace metaroce::engine
