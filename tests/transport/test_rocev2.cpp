@@ -640,17 +640,13 @@ TransferSpec rocev2_spec(std::uint64_t seed, std::size_t messages = 10'000) {
   return s;
 }
 
-std::uint64_t data_frames_lost(const TransferResult& r) {
-  return r.data_frames_sent + r.forward_counters.duplicated - r.data_frames_delivered;
-}
-
 void report(const char* name, const TransferResult& r) {
   std::printf("[rocev2 %s] %.2f ms virtual, %.1f MB verified, data sent %llu (+%llu retransmitted), lost %llu, "
               "out-of-sequence drops %llu, NAKs %llu, rto %llu, duplicates %llu\n",
               name, static_cast<double>(r.virtual_ns) / 1e6, static_cast<double>(r.bytes_verified) / 1e6,
               static_cast<unsigned long long>(r.sender.data_packets_sent),
               static_cast<unsigned long long>(r.sender.retransmitted_packets),
-              static_cast<unsigned long long>(data_frames_lost(r)),
+              static_cast<unsigned long long>(r.data_frames_lost()),
               static_cast<unsigned long long>(r.receiver.out_of_sequence_drops),
               static_cast<unsigned long long>(r.sender.naks_received),
               static_cast<unsigned long long>(r.sender.rto_timeouts),
@@ -692,8 +688,8 @@ TEST(Rocev2Impairments, RandomLossGoesBackN) {
   const TransferResult r = run_transfer(s);
   report("loss 1%", r);
   expect_verified(r, s.messages);
-  EXPECT_GT(data_frames_lost(r), 0u);
-  EXPECT_GE(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_GT(r.data_frames_lost(), 0u);
+  EXPECT_GE(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_GT(r.receiver.out_of_sequence_drops, 0u);
   EXPECT_GT(r.sender.naks_received, 0u);
   // No ACK is lost: a resent packet finds the responder still waiting for it.
@@ -708,7 +704,7 @@ TEST(Rocev2Impairments, LossBothWays) {
   report("loss 2% both ways", r);
   expect_verified(r, s.messages);
   EXPECT_GT(r.backward_counters.dropped_random_loss, 0u);
-  EXPECT_GE(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_GE(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_GT(r.receiver.out_of_sequence_drops, 0u);
 }
 
@@ -719,7 +715,7 @@ TEST(Rocev2Impairments, BurstLoss) {
   report("gemodel", r);
   expect_verified(r, s.messages);
   EXPECT_GT(r.forward_counters.dropped_burst_loss, 0u);
-  EXPECT_GE(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_GE(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_GT(r.receiver.out_of_sequence_drops, 0u);
 }
 
@@ -758,7 +754,7 @@ TEST(Rocev2Impairments, CorruptFramesAreDroppedAndResent) {
   std::uint64_t rejected = 0;
   for (std::uint64_t n : r.receiver_parse_errors) rejected += n;
   EXPECT_EQ(rejected, r.forward_counters.corrupted);
-  EXPECT_GE(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_GE(r.sender.retransmitted_packets, r.data_frames_lost());
 }
 
 TEST(Rocev2Impairments, BottleneckQueueWithEcnMarks) {
@@ -785,7 +781,7 @@ TEST(Rocev2Impairments, EverythingAtOnceWithoutBlackholes) {
   const TransferResult r = run_transfer(s);
   report("everything", r);
   expect_verified(r, s.messages);
-  EXPECT_GE(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_GE(r.sender.retransmitted_packets, r.data_frames_lost());
 }
 
 // Multipath spread and path blackholes are not run: one UDP source port

@@ -54,11 +54,6 @@ void report(const char* name, const TransferResult& r) {
               static_cast<unsigned long long>(r.receiver.duplicate_packets));
 }
 
-// Data frames that never reached the receiver intact.
-std::uint64_t data_frames_lost(const TransferResult& r) {
-  return r.data_frames_sent + r.forward_counters.duplicated - r.data_frames_delivered;
-}
-
 void expect_verified(const TransferResult& r, std::size_t messages) {
   ASSERT_TRUE(r.error.empty()) << r.error;
   EXPECT_EQ(r.messages_completed, messages);
@@ -83,8 +78,8 @@ TEST(TransportImpairments, RandomLossRetransmitsExactlyTheLostPackets) {
   const TransferResult r = run_transfer(s);
   report("loss 1%", r);
   expect_verified(r, s.messages);
-  EXPECT_GT(data_frames_lost(r), 0u);
-  EXPECT_EQ(r.sender.retransmitted_packets, data_frames_lost(r));  // lost retransmissions included
+  EXPECT_GT(r.data_frames_lost(), 0u);
+  EXPECT_EQ(r.sender.retransmitted_packets, r.data_frames_lost());  // lost retransmissions included
   EXPECT_EQ(r.receiver.spurious_retransmissions, 0u);
   EXPECT_EQ(r.receiver.duplicate_packets, 0u);
 }
@@ -97,7 +92,7 @@ TEST(TransportImpairments, LossBothWaysStillNoSpuriousRetransmission) {
   report("loss 2% both ways", r);
   expect_verified(r, s.messages);
   EXPECT_GT(r.backward_counters.dropped_random_loss, 0u);
-  EXPECT_EQ(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_EQ(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_EQ(r.receiver.spurious_retransmissions, 0u);
 }
 
@@ -108,7 +103,7 @@ TEST(TransportImpairments, BurstLoss) {
   report("gemodel", r);
   expect_verified(r, s.messages);
   EXPECT_GT(r.forward_counters.dropped_burst_loss, 0u);
-  EXPECT_EQ(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_EQ(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_EQ(r.receiver.spurious_retransmissions, 0u);
 }
 
@@ -174,7 +169,7 @@ TEST(TransportImpairments, CorruptFramesAreDroppedAndResent) {
   std::uint64_t rejected = 0;
   for (std::uint64_t n : r.receiver_parse_errors) rejected += n;
   EXPECT_EQ(rejected, r.forward_counters.corrupted);
-  EXPECT_EQ(r.sender.retransmitted_packets, data_frames_lost(r));
+  EXPECT_EQ(r.sender.retransmitted_packets, r.data_frames_lost());
   EXPECT_EQ(r.receiver.spurious_retransmissions, 0u);
 }
 

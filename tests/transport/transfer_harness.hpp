@@ -60,6 +60,11 @@ struct TransferResult {
   fabric::FabricCounters forward_counters{};
   fabric::FabricCounters backward_counters{};
   std::array<std::uint64_t, wire::parse_error_count> receiver_parse_errors{};
+
+  // Data frames that never reached the receiver intact.
+  [[nodiscard]] std::uint64_t data_frames_lost() const noexcept {
+    return data_frames_sent + forward_counters.duplicated - data_frames_delivered;
+  }
 };
 
 TransferResult run_transfer(const TransferSpec& spec);
