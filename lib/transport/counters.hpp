@@ -30,6 +30,7 @@ namespace metaroce::transport {
   X(path_seq_beyond_window, "data packets dropped: path sequence beyond the SACK window")    \
   X(path_id_out_of_range, "packets dropped: path id >= the connection's paths")              \
   X(stream_out_of_range, "packets dropped: stream id >= the connection's streams")           \
+  X(payload_over_mtu, "data packets dropped: more payload than the connection's MTU")        \
   X(message_beyond_window, "packets dropped: message sequence outside the stream window")   \
   X(inconsistent_message, "packets dropped: length or kind disagrees with the message")      \
   X(offset_out_of_range, "packets dropped: offset + length beyond the message length")      \

@@ -115,6 +115,10 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     ++counters_.stream_out_of_range;
     return;
   }
+  if (frame.payload.size() > config_.mtu) {
+    ++counters_.payload_over_mtu;
+    return;
+  }
   RxPath& path = rx_paths_[d.path_id];
   const auto ahead = static_cast<std::int32_t>(d.path_seq - path.cum);
   if (ahead > static_cast<std::int32_t>(max_path_jump)) {

@@ -359,3 +359,173 @@ TEST(MemoryRegistry, BoundsAreCheckedWithoutOverflow) {
 }
 
 }  // namespace
+
+namespace {
+
+// Hostile packets: frames a real sender never makes, rebuilt from a genuine
+// one with one field changed (valid ICRC, so only the transport can refuse
+// them). Each is dropped or NAKed under its own counter, nothing lands
+// outside the registered region, and the connection stays READY unless the
+// protocol says a NAK ends it.
+struct Hostile : ::testing::Test {
+  Pair p{2, 1024};
+
+  // A genuine 100-byte WRITE from A, as a spec we can change.
+  wire::FrameSpec genuine() {
+    EXPECT_EQ(p.a->post_send(write_request(p, 1, 0, 100)), PostResult::ok);
+    auto frames = Pair::drain(*p.a, 100'000);
+    EXPECT_EQ(frames.size(), 1u);
+    original = frames[0];
+    const wire::ParsedFrame f = Pair::parse(original);
+    wire::FrameSpec s;
+    s.eth = f.ethernet();
+    s.ip_version = f.ip_version;
+    s.ipv4 = f.ipv4();
+    s.udp = f.udp();
+    s.bth = f.bth;
+    s.mr_data = f.mr_data;
+    s.mr_write = f.mr_write;
+    payload.assign(f.payload.begin(), f.payload.end());
+    return s;
+  }
+  std::vector<std::uint8_t> build(const wire::FrameSpec& s) const {
+    std::vector<std::uint8_t> frame(wire::headers_size(s) + payload.size() + 8);
+    frame.resize(wire::build_frame(s, payload, frame));
+    return frame;
+  }
+  void expect_nothing_placed() {
+    EXPECT_TRUE(p.guards_intact());
+    for (std::size_t i = 0; i < 64 * 1024; ++i) ASSERT_EQ(*p.dst_at(i), 0) << "byte " << i << " was written";
+    EXPECT_EQ(p.b->counters().data_bytes_placed, 0u);
+  }
+
+  std::vector<std::uint8_t> original;
+  std::vector<std::uint8_t> payload;
+};
+
+TEST_F(Hostile, WrongRkeyIsNakedAndNothingIsWritten) {
+  wire::FrameSpec s = genuine();
+  s.mr_write.rkey ^= 0x100;  // another slot's key
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
+  expect_nothing_placed();
+  const auto naks = Pair::drain(*p.b, 110'000);
+  ASSERT_EQ(naks.size(), 1u);
+  EXPECT_EQ(Pair::parse(naks[0]).mr_ack.syndrome, wire::syndrome::nak_remote_access_error);
+}
+
+TEST_F(Hostile, AddressPlusLengthOverflowingIsRefused) {
+  wire::FrameSpec s = genuine();
+  s.mr_write.va = ~std::uint64_t{0} - 10;  // va + 100 wraps past 2^64
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
+  expect_nothing_placed();
+}
+
+TEST_F(Hostile, AddressJustOutsideTheRegionIsRefused) {
+  wire::FrameSpec s = genuine();
+  s.mr_write.va = reinterpret_cast<std::uintptr_t>(p.dst_at(64 * 1024 - 99));  // one byte over
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
+  expect_nothing_placed();
+}
+
+TEST_F(Hostile, FieldsOutOfRangeAreDroppedAndTheConnectionStaysReady) {
+  const wire::FrameSpec base = genuine();
+  struct Case {
+    const char* what;
+    void (*change)(wire::FrameSpec&);
+    std::uint64_t ConnectionCounters::*counter;
+  };
+  const Case cases[] = {
+      {"PSN far beyond the window", [](wire::FrameSpec& s) { s.bth.psn = (s.bth.psn + 0x100000) & wire::psn_mask; },
+       &ConnectionCounters::psn_beyond_window},
+      {"path id >= paths", [](wire::FrameSpec& s) { s.mr_data.path_id = 5; }, &ConnectionCounters::path_id_out_of_range},
+      {"stream >= streams", [](wire::FrameSpec& s) { s.mr_data.stream_id = 9; }, &ConnectionCounters::stream_out_of_range},
+      {"path sequence far ahead", [](wire::FrameSpec& s) { s.mr_data.path_seq = 1'000'000; },
+       &ConnectionCounters::path_seq_beyond_window},
+      {"message far ahead", [](wire::FrameSpec& s) { s.mr_data.msg_seq = 5000; },
+       &ConnectionCounters::message_beyond_window},
+      {"offset + length beyond the message", [](wire::FrameSpec& s) { s.mr_write.msg_offset = 50; },
+       &ConnectionCounters::offset_out_of_range},
+  };
+  for (const Case& c : cases) {
+    wire::FrameSpec s = base;
+    c.change(s);
+    const std::uint64_t before = p.b->counters().*(c.counter);
+    Pair::deliver(*p.b, 110'000, build(s));
+    EXPECT_EQ(p.b->counters().*(c.counter), before + 1) << c.what;
+    EXPECT_EQ(p.b->state(), ConnectionState::ready) << c.what;
+  }
+  expect_nothing_placed();
+  // The genuine frame still lands afterwards.
+  Pair::deliver(*p.b, 120'000, original);
+  EXPECT_EQ(p.b->counters().data_bytes_placed, 100u);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 100), 0);
+}
+
+TEST_F(Hostile, LengthThatDisagreesWithAnEarlierPacketIsDropped) {
+  wire::FrameSpec s = genuine();
+  Pair::deliver(*p.b, 110'000, original);  // message of 100 bytes, complete
+  s.bth.psn = (s.bth.psn + 1) & wire::psn_mask;
+  s.mr_data.msg_seq = 1;
+  s.mr_data.path_seq = 1;
+  s.mr_write.msg_len = 300;  // first packet of message 1 says 300 ...
+  s.mr_write.msg_offset = 0;
+  Pair::deliver(*p.b, 111'000, build(s));
+  s.bth.psn = (s.bth.psn + 1) & wire::psn_mask;
+  s.mr_data.path_seq = 2;
+  s.mr_write.msg_len = 200;  // ... the next one of the same message says 200
+  s.mr_write.msg_offset = 100;
+  Pair::deliver(*p.b, 112'000, build(s));
+  EXPECT_EQ(p.b->counters().inconsistent_message, 1u);
+  EXPECT_EQ(p.b->state(), ConnectionState::ready);
+}
+
+TEST_F(Hostile, PayloadLargerThanTheMtuIsDropped) {
+  wire::FrameSpec s = genuine();
+  payload.assign(1500, 0x77);  // the connection's MTU is 1024
+  s.mr_write.msg_len = 1500;
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().payload_over_mtu, 1u);
+  expect_nothing_placed();
+}
+
+TEST_F(Hostile, SackForPacketsNeverSentIsCountedAndIgnored) {
+  genuine();
+  wire::FrameSpec ack;
+  ack.eth.src = {2, 0, 0, 0, 0, 2};
+  ack.ipv4.src = 0x0a000002;
+  ack.ipv4.dst = 0x0a000001;
+  ack.udp.src_port = 50000;
+  ack.bth.opcode = wire::opcode::mr_ack;
+  ack.bth.dest_qp = 0x11;
+  ack.mr_ack.delivered_psn = 0xfffffe;  // nothing delivered yet
+  wire::MrPathAck block;
+  block.path_id = 0;
+  block.cum_seq = 40;  // path 0 sent one packet
+  block.set_sack_bit(100);
+  const std::array<wire::MrPathAck, 1> blocks = {block};
+  ack.mr_path_acks = blocks;
+  std::vector<std::uint8_t> frame(wire::headers_size(ack) + 8);
+  frame.resize(wire::build_frame(ack, {}, frame));
+  Pair::deliver(*p.a, 120'000, frame);
+  EXPECT_GE(p.a->counters().sack_unknown, 1u);
+  EXPECT_EQ(p.a->state(), ConnectionState::ready);
+  std::vector<Completion> cq;
+  p.a->poll_completions(cq);
+  // The one packet sent was acknowledged by the cumulative part (seq 0 < 40).
+  ASSERT_EQ(cq.size(), 1u);
+  EXPECT_EQ(cq[0].status, CompletionStatus::success);
+}
+
+TEST_F(Hostile, OpcodeOfTheOtherModeIsCounted) {
+  wire::FrameSpec s = genuine();
+  s.bth.opcode = wire::opcode::rc | wire::opcode::write_only;
+  s.reth = {s.mr_write.va, s.mr_write.rkey, 100};
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().wrong_mode_packets, 1u);
+  expect_nothing_placed();
+}
+
+}  // namespace
