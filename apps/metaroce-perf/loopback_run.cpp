@@ -1,17 +1,21 @@
 #include "metaroce-perf/loopback_run.hpp"
 
+#include <rte_cycles.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/loopback.hpp"
+#include "engine/telemetry.hpp"
 #include "fabric/spec.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 
@@ -31,6 +35,7 @@ constexpr std::uint64_t peak_window_ns = 100'000'000;
 // Side B: the receiving host, on its own lcore during one size.
 struct Receiver {
   engine::Loopback* loopback = nullptr;
+  engine::TelemetryPublisher* telemetry = nullptr;  // host B's; published from B's lcore
   const PerfOptions* options = nullptr;
   std::uint64_t size = 0;
   std::uint32_t slots = 0;             // write region slots (sender's choice)
@@ -63,6 +68,7 @@ struct Receiver {
   // One turn; returns the frames moved and completions handled (0: idle).
   std::size_t turn() {
     const std::size_t work = loopback->poll_side_b();
+    telemetry->maybe_publish();
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
     completions.clear();
     loopback->connection_b().poll_completions(completions);
@@ -133,6 +139,13 @@ std::uint64_t retransmissions(const transport::Connection& c) {
   return n;
 }
 
+// Room for the latency samples of one size without regrowing: -n, or a
+// generous rate for -D (regrowing is correct, just slower).
+std::size_t latency_samples_hint(const PerfOptions& o) {
+  return static_cast<std::size_t>(o.duration_s > 0 ? std::min(o.duration_s * 200'000.0, 2e6)
+                                                   : double(std::min<std::uint64_t>(o.iterations, 2'000'000)));
+}
+
 bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std::FILE* progress, RunResult& run) {
   engine::LoopbackConfig config;
   config.connection.mode = o.mode;
@@ -171,6 +184,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     return false;
   }
   engine::Loopback& lb = *loopback;
+  // Readable with dpdk-telemetry.py while this size runs (/metaroce/...);
+  // each side publishes its snapshot from its own lcore.
+  auto telemetry_a = std::make_unique<engine::TelemetryPublisher>(
+      lb.host_a(), std::vector<transport::Connection*>{&lb.connection_a()});
+  auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(
+      lb.host_b(), std::vector<transport::Connection*>{&lb.connection_b()});
 
   const auto slots = static_cast<std::uint32_t>(
       std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
@@ -178,6 +197,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   std::vector<std::uint8_t> write_region(o.op == PerfOp::send ? 0 : slots * size, 0);
   Receiver receiver;
   receiver.loopback = &lb;
+  receiver.telemetry = telemetry_b.get();
   receiver.options = &o;
   receiver.size = size;
   receiver.slots = slots;
@@ -223,6 +243,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   SizeResult result;
   result.size = size;
   std::vector<bool> slot_busy(slots, false);
+  std::vector<std::uint64_t> slot_posted_ns(slots, 0);  // --test lat
+  std::vector<std::uint64_t> latencies_ns;
+  if (o.test == PerfTest::lat) latencies_ns.reserve(latency_samples_hint(o));
   std::vector<transport::Completion> completions;
   std::uint64_t posted = 0, completed = 0, failed = 0, wrong = 0;
   const std::uint64_t t0 = lb.host_a().now_ns();
@@ -240,8 +263,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) receiver.turn();
   };
 
+  const std::uint64_t sent_before = sender.counters().data_packets_sent + sender.counters().retransmitted_packets;
   for (;;) {
+    const std::uint64_t turn_start = rte_rdtsc();
+    const std::uint64_t posted_before = posted;
     std::size_t work = lb.poll_side_a();
+    telemetry_a->maybe_publish();
     if (!threaded) work += receiver.turn();
     const std::uint64_t now = lb.host_a().now_ns();
     completions.clear();
@@ -252,6 +279,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
       slot_busy[slot] = false;
       last_event = end = now;
+      if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
       if (c.status != transport::CompletionStatus::success) {
         ++failed;
         if (problem.empty()) problem = fmt::format("message {} completed with {}", m, transport::to_string(c.status));
@@ -292,6 +320,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         break;
       }
       slot_busy[slot] = true;
+      slot_posted_ns[slot] = now;
       ++posted;
       last_event = now;
     }
@@ -315,6 +344,11 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
                                receiver.received.load(std::memory_order_acquire) +
                                        receiver.failed.load(std::memory_order_relaxed) >= completed;
     if (sender_done && receiver_done) break;
+    ++result.sender_turns;
+    if (work != 0 || posted != posted_before) {
+      ++result.sender_busy_turns;
+      result.sender_busy_cycles += rte_rdtsc() - turn_start;
+    }
     if (!posting && now - last_event > drain_limit_ns) {
       if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
       break;
@@ -339,6 +373,25 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   if (o.op != PerfOp::write && receiver.received.load() < completed)
     result.missing_messages += completed - receiver.received.load();
   result.first_problem = !problem.empty() ? problem : receiver.first_problem;
+  result.packets_sent =
+      sender.counters().data_packets_sent + sender.counters().retransmitted_packets - sent_before;
+  if (result.packets_sent != 0)
+    result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
+  if (!latencies_ns.empty()) {
+    std::sort(latencies_ns.begin(), latencies_ns.end());
+    // Nearest rank: the smallest sample with at least q of them at or below it.
+    const auto at = [&](double q) {
+      const auto rank = static_cast<std::size_t>(std::ceil(q * double(latencies_ns.size())));
+      return double(latencies_ns[std::clamp<std::size_t>(rank, 1, latencies_ns.size()) - 1]) / 1e3;
+    };
+    double sum = 0;
+    for (const auto v : latencies_ns) sum += double(v);
+    result.lat_min_us = double(latencies_ns.front()) / 1e3;
+    result.lat_p50_us = at(0.50);
+    result.lat_p99_us = at(0.99);
+    result.lat_max_us = double(latencies_ns.back()) / 1e3;
+    result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
+  }
 
   lb.host_a().refresh_port_counters();
   lb.host_b().refresh_port_counters();
@@ -350,6 +403,8 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   if (lb.backward_link() != nullptr) add(run.backward, lb.backward_link()->fabric_counters());
   run.retransmitted += retransmissions(sender);
   run.sizes.push_back(result);
+  telemetry_a.reset();  // they read the hosts: unregister before the hosts go
+  telemetry_b.reset();
   loopback.reset();  // before the regions it may still point into
   return true;
 }

@@ -27,6 +27,15 @@ struct SizeResult {
   std::uint64_t wrong_messages = 0;    // --verify: a byte differed
   std::uint64_t missing_messages = 0;  // posted, never completed (or completed in error)
   std::string first_problem;           // what went wrong first, if anything
+  // The sender lcore's cost: TSC cycles of its turns that did something
+  // (polled frames, completions, posts), per data packet it sent.
+  std::uint64_t sender_busy_cycles = 0;
+  std::uint64_t sender_turns = 0, sender_busy_turns = 0;
+  std::uint64_t packets_sent = 0;      // data packets, first transmissions and retransmissions
+  double cycles_per_packet = 0.0;
+  // --test lat: post-to-completion time of each message (one round trip:
+  // the WRITE out, its ACK back), in microseconds.
+  double lat_min_us = 0.0, lat_p50_us = 0.0, lat_p99_us = 0.0, lat_max_us = 0.0, lat_avg_us = 0.0;
 };
 
 struct RunResult {

@@ -30,6 +30,8 @@ po::options_description describe() {
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
       ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
       ("op", po::value<std::string>(), "write | write-imm | send (default write)")
+      ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight (tx depth 1), "
+                                         "each message's post-to-completion time, min/p50/p99/max")
       ("verify", "fill every message with its own pattern and check every byte on completion; "
                  "exit 1 on a wrong byte or a missing message")
       ("report-gbits", "bandwidth in Gb/s (default MB/s, 1 MB = 2^20 bytes)")
@@ -149,6 +151,22 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       message = fmt::format("--op '{}' is not an operation: give write, write-imm or send", op);
       return ParseOutcome::error;
     }
+  }
+  if (vm.count("test")) {
+    const std::string t = vm["test"].as<std::string>();
+    if (t == "bw") o.test = PerfTest::bw;
+    else if (t == "lat") o.test = PerfTest::lat;
+    else {
+      message = fmt::format("--test '{}' is not a test: give bw or lat", t);
+      return ParseOutcome::error;
+    }
+  }
+  if (o.test == PerfTest::lat) {
+    if (vm.count("tx-depth") && o.tx_depth != 1) {
+      message = "--test lat has one message in flight: drop --tx-depth or give --tx-depth 1";
+      return ParseOutcome::error;
+    }
+    o.tx_depth = 1;
   }
   if (vm.count("fabric")) {
     o.fabric_spec = vm["fabric"].as<std::string>();

@@ -12,6 +12,10 @@ namespace metaroce::perf {
 
 enum class PerfOp : std::uint8_t { write, write_imm, send };
 
+// bw: a window of tx_depth messages, bandwidth and message rate (ib_write_bw).
+// lat: one message at a time, each one's completion latency (ib_write_lat).
+enum class PerfTest : std::uint8_t { bw, lat };
+
 [[nodiscard]] constexpr const char* to_string(PerfOp op) noexcept {
   return op == PerfOp::write ? "write" : op == PerfOp::write_imm ? "write-imm" : "send";
 }
@@ -30,6 +34,7 @@ struct PerfOptions {
   transport::Mode mode = transport::Mode::metaroce;
   std::uint32_t mtu = 4096;
   PerfOp op = PerfOp::write;
+  PerfTest test = PerfTest::bw;  // lat forces tx_depth 1
   bool verify = false;
   bool report_gbits = false;
   std::string json_path;

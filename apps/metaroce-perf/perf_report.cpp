@@ -1,5 +1,7 @@
 #include "metaroce-perf/perf_report.hpp"
 
+#include <rte_cycles.h>
+
 #include <fstream>
 
 #include <fmt/format.h>
@@ -23,8 +25,9 @@ double bandwidth(const PerfOptions& o, double bits_per_second) {
 
 void print_header(std::FILE* out, const PerfOptions& o) {
   std::fputs(rule, out);
-  std::fprintf(out, "                    RDMA_%s BW Test (metaroce-perf, loopback over net_ring)\n",
-               o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send");
+  std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, loopback over net_ring)\n",
+               o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
+               o.test == PerfTest::lat ? "Latency" : "BW");
   std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
   std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
   std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
@@ -43,6 +46,17 @@ void print_header(std::FILE* out, const PerfOptions& o) {
 void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
   const char* unit = o.report_gbits ? "Gb/sec" : "MB/sec";
   std::fputs(rule, out);
+  if (o.test == PerfTest::lat) {
+    // Unlike ib_write_lat (half a ping-pong), one full round trip: the
+    // WRITE to the receiver and its ACK back, measured by the sender's clock.
+    std::fprintf(out, " #bytes #iterations    t_min[usec]    t_p50[usec]    t_avg[usec]    t_p99[usec]    t_max[usec]"
+                      "   (post to completion: one round trip)\n");
+    for (const auto& s : run.sizes)
+      std::fprintf(out, " %-6llu %-14llu %-14.2f %-14.2f %-14.2f %-14.2f %.2f\n",
+                   static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.messages), s.lat_min_us,
+                   s.lat_p50_us, s.lat_avg_us, s.lat_p99_us, s.lat_max_us);
+    std::fputs(rule, out);
+  }
   std::fprintf(out, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit);
   for (const auto& s : run.sizes)
     std::fprintf(out, " %-10llu %-14llu %-18.2f %-20.2f %.6f\n", static_cast<unsigned long long>(s.size),
@@ -64,6 +78,11 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                  static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.wrong_messages),
                  static_cast<unsigned long long>(s.missing_messages), s.first_problem.c_str());
   }
+  for (const auto& s : run.sizes)
+    std::fprintf(out, " size %llu: sender lcore busy %.0f TSC cycles per data packet (%llu packets, %.1f%% of turns busy)\n",
+                 static_cast<unsigned long long>(s.size), s.cycles_per_packet,
+                 static_cast<unsigned long long>(s.packets_sent),
+                 s.sender_turns != 0 ? 100.0 * double(s.sender_busy_turns) / double(s.sender_turns) : 0.0);
   if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
   std::fflush(out);
 }
@@ -74,6 +93,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("loopback", true)
       .add("mode", std::string(transport::to_string(o.mode)))
       .add("op", to_string(o.op))
+      .add("test", o.test == PerfTest::lat ? "lat" : "bw")
       .add("paths", unsigned{o.paths})
       .add("streams", unsigned{o.streams})
       .add("mtu", o.mtu)
@@ -92,7 +112,17 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
         .add("msg_rate_mpps", s.message_rate / 1e6)
         .add("wrong_messages", s.wrong_messages)
         .add("missing_messages", s.missing_messages)
-        .end_object();
+        .add("sender_busy_cycles", s.sender_busy_cycles)
+        .add("packets_sent", s.packets_sent)
+        .add("sender_cycles_per_packet", s.cycles_per_packet)
+        .add("tsc_hz", std::uint64_t{rte_get_tsc_hz()});
+    if (o.test == PerfTest::lat)
+      j.add("lat_min_us", s.lat_min_us)
+          .add("lat_p50_us", s.lat_p50_us)
+          .add("lat_avg_us", s.lat_avg_us)
+          .add("lat_p99_us", s.lat_p99_us)
+          .add("lat_max_us", s.lat_max_us);
+    j.end_object();
   }
   j.end_array();
   j.add("retransmitted", run.retransmitted);

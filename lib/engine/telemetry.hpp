@@ -1,0 +1,105 @@
+// Engine hosts and their connections, readable from outside the process
+// through DPDK's telemetry socket (rte_telemetry, dpdk-telemetry.py):
+//
+//   /metaroce/stats          every host's EngineCounters (each drop reason by name)
+//   /metaroce/conns          every connection: qpn, peer qpn, mode, state, paths, outstanding
+//   /metaroce/conn,<qpn>[,<host>]  one connection: every ConnectionCounters field and each
+//                            path's Connection::path_info
+//   /metaroce/lcores         per host: lcore, polls, idle polls, idle sleeps, max poll gap
+//
+// Threading. The callbacks run on EAL's telemetry thread, concurrently with
+// the lcores, and take no lock the lcores wait for:
+//   - EngineCounters are read live: plain u64s written by the one owning
+//     lcore, read without synchronisation. A value may be a few turns old,
+//     and a torn read is possible in principle (an aligned 8-byte load is
+//     not torn on x86-64 or arm64); acceptable for monitoring, and formally
+//     a data race (TSan reports it).
+//   - Connections are never touched by the telemetry thread: their maps,
+//     paths and windows change under the lcore. The owning lcore copies
+//     what the commands show into a snapshot (TelemetryPublisher::publish,
+//     every publish_period_ns via maybe_publish) and hands it over with a
+//     try_lock: when a reader holds the snapshot, the lcore skips this
+//     publication instead of waiting. Readers see data at most one period
+//     old (plus the time the lcore is descheduled); each reply says how old
+//     (snapshot_age_ns).
+// Lifetime: a publisher registers its host on construction and unregisters
+// on destruction, waiting for a callback in progress; the host and its
+// connections must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine_host.hpp"
+#include "transport/connection.hpp"
+
+namespace metaroce::engine {
+
+// What /metaroce/conns and /metaroce/conn show of one connection, copied on
+// its owning lcore.
+struct ConnectionSnapshot {
+  std::uint32_t local_qpn = 0;
+  std::uint32_t peer_qpn = 0;
+  transport::Mode mode = transport::Mode::metaroce;
+  transport::ConnectionState state = transport::ConnectionState::init;
+  std::uint16_t paths = 0;
+  std::uint64_t packets_outstanding = 0;
+  transport::ConnectionCounters counters{};
+  std::vector<transport::PathInfo> path_info;  // one per path
+};
+
+struct HostSnapshot {
+  unsigned lcore_id = ~0u;      // the lcore that published it (rte_lcore_id())
+  std::uint64_t taken_ns = 0;   // host clock
+  std::uint64_t publications = 0;
+  std::vector<ConnectionSnapshot> connections;
+};
+
+class TelemetryPublisher {
+ public:
+  // 10 ms: fresh enough for a human or a scraper, 100 copies a second
+  // (a few hundred bytes per connection) cost the lcore nothing measurable.
+  static constexpr std::uint64_t default_publish_period_ns = 10'000'000;
+
+  // Registers `host` (and the /metaroce commands, once per process) and
+  // publishes a first snapshot from the calling thread, which must own the
+  // host at that moment (before its lcore is launched).
+  TelemetryPublisher(EngineHost& host, std::vector<transport::Connection*> connections,
+                     std::uint64_t publish_period_ns = default_publish_period_ns);
+  ~TelemetryPublisher();
+  TelemetryPublisher(const TelemetryPublisher&) = delete;
+  TelemetryPublisher& operator=(const TelemetryPublisher&) = delete;
+
+  // Owning lcore only: copies the connections into the snapshot now.
+  void publish();
+  // Owning lcore only, once per poll turn: publishes when the period has
+  // passed. Reads the clock every 64th call, so it costs a counter
+  // increment on most turns.
+  void maybe_publish() {
+    if ((++calls_ & 63u) != 0) return;
+    if (host_.now_ns() - last_publish_ns_ >= publish_period_ns_) publish();
+  }
+
+  // Telemetry thread (or tests): the host and a copy of its last snapshot.
+  [[nodiscard]] const EngineHost& host() const noexcept { return host_; }
+  [[nodiscard]] HostSnapshot snapshot() const;
+
+ private:
+  EngineHost& host_;
+  std::vector<transport::Connection*> connections_;  // owner's list: only the owner reads it
+  std::uint64_t publish_period_ns_;
+  std::uint64_t calls_ = 0;
+  std::uint64_t last_publish_ns_ = 0;
+  std::uint64_t publications_ = 0;
+  HostSnapshot scratch_;            // filled by the owner, then swapped in
+  mutable std::mutex published_mutex_;
+  HostSnapshot published_;          // guarded by published_mutex_
+};
+
+// Registers the /metaroce commands with rte_telemetry (idempotent; the
+// publisher does it). False when rte_telemetry refused one (a name taken).
+bool register_telemetry_commands();
+
+}  // namespace metaroce::engine
