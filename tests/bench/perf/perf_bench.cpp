@@ -20,7 +20,6 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -45,14 +44,27 @@ std::string read_file(const std::string& path) {
 
 // The first number after "key": at or after `from` in a JSON text. Both
 // producers (metaroce-perf --json, iperf3 -J) write plain numbers, so a
-// regex is enough and keeps this free of a JSON library.
+// string search and strtod are enough and keep this free of a JSON library
+// (std::regex trips a false -Wmaybe-uninitialized in g++ 12's <regex> in
+// the sanitizer build).
 Figure json_number(const std::string& json, const std::string& key, std::size_t from = 0) {
-  const std::regex pattern("\"" + key + "\"\\s*:\\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)");
-  std::smatch m;
-  if (from > json.size()) return std::nullopt;
-  const auto begin = json.begin() + static_cast<std::ptrdiff_t>(from);
-  if (!std::regex_search(begin, json.end(), m, pattern)) return std::nullopt;
-  return std::stod(m[1].str());
+  const std::string quoted = "\"" + key + "\"";
+  std::size_t at = json.find(quoted, std::min(from, json.size()));
+  while (at != std::string::npos) {
+    std::size_t i = at + quoted.size();
+    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+    if (i < json.size() && json[i] == ':') {
+      ++i;
+      while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+      const char* start = json.c_str() + i;
+      char* end = nullptr;
+      const double value = std::strtod(start, &end);
+      if (end != start) return value;
+      return std::nullopt;
+    }
+    at = json.find(quoted, at + 1);
+  }
+  return std::nullopt;
 }
 
 // Runs a shell command, echoing its output indented; its exit status.
