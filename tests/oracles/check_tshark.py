@@ -371,9 +371,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except oracle_lib.FrameError as e:
-        oracle_lib.bail(str(e))
-    except subprocess.TimeoutExpired as e:
-        oracle_lib.bail("timed out: %s" % e)
+    oracle_lib.run_main(main)

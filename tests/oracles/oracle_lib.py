@@ -281,6 +281,18 @@ def bail(msg):
     sys.exit(2)
 
 
+def run_main(main):
+    """Runs a check script's main(argv) and exits with its status; a broken
+    frame or a tool that hangs bails out the whole TAP run instead of a
+    traceback."""
+    try:
+        sys.exit(main(sys.argv))
+    except FrameError as e:
+        bail(str(e))
+    except subprocess.TimeoutExpired as e:
+        bail("timed out: %s" % e)
+
+
 def require_executable(path, what):
     if os.sep not in path:
         found = shutil.which(path)
