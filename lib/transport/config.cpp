@@ -18,6 +18,7 @@ std::string validate(const ConnectionConfig& c) {
   if (c.local_qpn > wire::qpn_mask || c.peer_qpn > wire::qpn_mask) return "a QPN does not fit in 24 bits";
   if (c.initial_psn > wire::psn_mask || c.peer_initial_psn > wire::psn_mask)
     return "an initial PSN does not fit in 24 bits";
+  if ((c.pkey & 0x7fff) == 0) return fmt::format("pkey {:#06x} is invalid (its low 15 bits must not be 0)", c.pkey);
   if (!power_of_two(c.psn_window) || c.psn_window > (1u << 22))
     return fmt::format("psn_window {} must be a power of two up to 4194304", c.psn_window);
   if (!power_of_two(c.stream_window) || c.stream_window > (1u << 16))
@@ -52,6 +53,7 @@ wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::
   s.udp.src_port = src_port;
   s.bth.opcode = opcode;
   s.bth.dest_qp = c.peer_qpn;
+  s.bth.pkey = c.pkey;
   return s;
 }
 

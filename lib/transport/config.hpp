@@ -30,6 +30,11 @@ struct ConnectionConfig {
   std::uint32_t peer_qpn = 1;
   std::uint32_t initial_psn = 0;    // first PSN we send
   std::uint32_t peer_initial_psn = 0;  // first PSN the peer sends
+  // BTH P_Key of every frame both ways. The connection manager puts the
+  // connection's nonce here (0x8000 | 15 bits) so frames of an earlier
+  // incarnation of the same QPNs are dropped (pkey_mismatch); 0xffff, the
+  // default partition, when connections are set up by hand.
+  std::uint16_t pkey = 0xffff;
   std::uint32_t mtu = 4096;         // payload bytes per packet, 256..9000
   std::uint16_t paths = 1;          // metaroce: 1..64; rocev2: 1
   std::uint16_t streams = 1;        // ordered streams above, 1..1024

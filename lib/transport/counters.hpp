@@ -41,6 +41,7 @@ namespace metaroce::transport {
   X(naks_received, "NAKs received (other than RNR)")                                          \
   X(ecn_ce_received, "data packets received with ECN CE")                                    \
   X(sack_unknown, "SACK bits or path blocks for packets never sent")                        \
+  X(pkey_mismatch, "packets dropped: BTH P_Key is not the connection's (another incarnation)") \
   X(packets_in_error_state, "packets dropped because the connection is in ERROR")            \
   X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
   X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (READ, atomics, UC, UD)") \

@@ -21,6 +21,10 @@ void MetaroceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
     ++counters_.packets_in_error_state;
     return;
   }
+  if (frame.bth.pkey != config_.pkey) {
+    ++counters_.pkey_mismatch;
+    return;
+  }
   switch (frame.bth.opcode) {
     case wire::opcode::mr_ack: on_ack(now, frame); break;
     case wire::opcode::mr_probe: on_probe(now, frame); break;

@@ -12,6 +12,10 @@ void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
     ++counters_.packets_in_error_state;
     return;
   }
+  if (frame.bth.pkey != config_.pkey) {
+    ++counters_.pkey_mismatch;
+    return;
+  }
   const std::uint8_t op = frame.bth.opcode;
   if (roce::is_data_opcode(op)) {
     on_data(now, frame);

@@ -529,3 +529,36 @@ TEST_F(Hostile, OpcodeOfTheOtherModeIsCounted) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Hostile, FrameOfAnotherIncarnationIsDroppedByItsPkey) {
+  // The connection manager puts a per-connection nonce in the P_Key: a frame
+  // of an earlier connection between the same QPNs carries another one.
+  wire::FrameSpec s = genuine();
+  ASSERT_EQ(s.bth.pkey, 0xffff);  // the Pair was set up by hand: default partition
+  s.bth.pkey = 0x8123;
+  Pair::deliver(*p.b, 110'000, build(s));
+  EXPECT_EQ(p.b->counters().pkey_mismatch, 1u);
+  EXPECT_EQ(p.b->counters().data_packets_received, 0u);
+  expect_nothing_placed();
+  EXPECT_TRUE(Pair::drain(*p.b, 110'000).empty());  // no NAK either: it is not ours
+  // The genuine frame still lands.
+  Pair::deliver(*p.b, 110'000, original);
+  EXPECT_EQ(p.b->counters().data_packets_received, 1u);
+  EXPECT_EQ(p.b->counters().pkey_mismatch, 1u);
+}
+
+TEST(MetaroceExact, PkeyTravelsInEveryFrameAndAnInvalidOneIsRefused) {
+  ConnectionConfig c;
+  c.pkey = 0x8000;
+  EXPECT_NE(validate(c).find("pkey 0x8000 is invalid"), std::string::npos) << validate(c);
+  c.pkey = 0x0000;
+  EXPECT_FALSE(validate(c).empty());
+  c.pkey = 0x9abc;
+  EXPECT_EQ(validate(c), "");
+  EXPECT_EQ(frame_spec(c, wire::opcode::mr_write, 49152, true).bth.pkey, 0x9abc);
+  EXPECT_EQ(frame_spec(c, wire::opcode::mr_ack, 49152, false).bth.pkey, 0x9abc);
+}
+
+}  // namespace
