@@ -1,0 +1,316 @@
+#include "cm/manager.hpp"
+
+#include <fmt/format.h>
+
+namespace metaroce::cm {
+namespace {
+
+std::string address_of(const transport::Endpoints& e) {
+  return e.ip_version == 4 ? fmt::format("{}.{}.{}.{}", e.peer_ipv4 >> 24, (e.peer_ipv4 >> 16) & 0xff,
+                                         (e.peer_ipv4 >> 8) & 0xff, e.peer_ipv4 & 0xff)
+                           : std::string("the IPv6 peer");
+}
+
+std::string mac_of(const wire::MacAddress& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+}  // namespace
+
+Manager::Manager(const ManagerConfig& config) : config_(config) {
+  std::uint64_t seed = config.seed;
+  if (seed == 0) {
+    std::random_device device;
+    seed = (std::uint64_t{device()} << 32) | device();
+  }
+  random_.seed(seed);
+}
+
+std::uint32_t Manager::new_qpn() {
+  for (;;) {
+    const auto qpn = static_cast<std::uint32_t>(random_() & wire::qpn_mask);
+    if (qpn > gsi_qpn && !qpn_to_peer_.contains(qpn)) return qpn;
+  }
+}
+
+void Manager::send(const transport::Endpoints& endpoints, const Message& m) {
+  out_.push_back(build_frame(endpoints, config_.cm_src_port, m));
+}
+
+std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::string& error) {
+  Attempt a;
+  a.config = request.connection;
+  const transport::Endpoints peer = a.config.endpoints;
+  a.config.endpoints = config_.local;
+  a.config.endpoints.peer_mac = peer.peer_mac;
+  a.config.endpoints.peer_ipv4 = peer.peer_ipv4;
+  a.config.endpoints.peer_ipv6 = peer.peer_ipv6;
+  a.config.local_qpn = new_qpn();
+  a.config.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
+  std::uint32_t nonce = 0;
+  do nonce = static_cast<std::uint32_t>(random_()); while (nonce == 0 || nonce_to_id_.contains(nonce));
+  a.config.pkey = pkey_of(nonce);
+  if (std::string e = transport::validate(a.config); !e.empty()) {
+    error = e;
+    return 0;
+  }
+  a.cc = request.cc;
+  Message& m = a.request;
+  m.type = MessageType::request;
+  m.mode = a.config.mode;
+  m.nonce = nonce;
+  m.sender_qpn = a.config.local_qpn;
+  m.sender_psn = a.config.initial_psn;
+  m.mtu = a.config.mtu;
+  m.paths = a.config.paths;
+  m.streams = a.config.streams;
+  m.base_src_port = a.config.base_src_port;
+  m.cc = request.cc;
+  m.private_data = request.private_data;
+  std::array<std::uint8_t, mad_size> check{};
+  if (!encode_mad(m, check, error)) return 0;
+  a.next_send = now;
+  const std::uint64_t id = next_id_++;
+  nonce_to_id_[nonce] = id;
+  qpn_to_peer_[a.config.local_qpn] = {};
+  attempts_[id] = std::move(a);
+  return id;
+}
+
+std::size_t Manager::pending() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [id, a] : attempts_) n += a.done ? 0 : 1;
+  return n;
+}
+
+void Manager::forget(std::uint32_t local_qpn) {
+  const auto it = qpn_to_peer_.find(local_qpn);
+  if (it == qpn_to_peer_.end()) return;
+  const auto accepted = accepted_.find(it->second);
+  if (accepted != accepted_.end() && accepted->second.local_qpn == local_qpn) accepted_.erase(accepted);
+  qpn_to_peer_.erase(it);
+}
+
+transport::Endpoints Manager::reply_endpoints(const wire::ParsedFrame& frame) const {
+  transport::Endpoints e = config_.local;
+  e.peer_mac = frame.ethernet().src;  // the next hop back: the peer, or the router in between
+  e.ip_version = frame.ip_version;
+  if (frame.ip_version == 4)
+    e.peer_ipv4 = frame.ipv4().src;
+  else
+    e.peer_ipv6 = frame.ipv6().src;
+  return e;
+}
+
+void Manager::on_frame(Time now, const wire::ParsedFrame& frame) {
+  Message m;
+  if (decode(frame, m) != DecodeError::ok) {
+    ++counters_.malformed_messages;
+    return;
+  }
+  switch (m.type) {
+    case MessageType::request: on_request(now, frame, m); break;
+    case MessageType::reply: on_reply(frame, m); break;
+    case MessageType::ready: on_ready(frame, m); break;
+    case MessageType::reject: on_reject(m); break;
+  }
+}
+
+void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m) {
+  ++counters_.requests_received;
+  const transport::Endpoints peer = reply_endpoints(frame);
+  const std::string address = frame.ip_version == 4 ? fmt::format("4:{}", peer.peer_ipv4)
+                                                    : std::string(peer.peer_ipv6.begin(), peer.peer_ipv6.end());
+  const PeerKey key{address, m.sender_qpn};
+  auto it = accepted_.find(key);
+  if (it != accepted_.end() && it->second.nonce == m.nonce) {
+    ++counters_.duplicate_requests;
+    out_.push_back(it->second.answer);
+    if (it->second.rejected)
+      ++counters_.rejects_sent;
+    else
+      ++counters_.replies_sent;
+    return;
+  }
+  if (it != accepted_.end()) {  // the same peer QP, a new nonce: the peer started over
+    if (!it->second.rejected) {
+      ++counters_.superseded;
+      Event e;
+      e.kind = EventKind::superseded;
+      e.id = it->second.local_qpn;
+      events_.push_back(std::move(e));
+      qpn_to_peer_.erase(it->second.local_qpn);
+    }
+    accepted_.erase(it);
+  }
+
+  Message answer;
+  answer.nonce = m.nonce;
+  answer.receiver_qpn = m.sender_qpn;
+  answer.mode = m.mode;
+  transport::ConnectionConfig c;
+  c.mode = m.mode;
+  c.endpoints = peer;
+  c.peer_qpn = m.sender_qpn;
+  c.peer_initial_psn = m.sender_psn;
+  c.mtu = std::min(m.mtu, config_.max_mtu);
+  c.paths = m.mode == transport::Mode::rocev2 ? 1 : std::min(m.paths, config_.max_paths);
+  c.streams = m.streams;
+  c.pkey = pkey_of(m.nonce);
+  RejectReason reason = RejectReason::none;
+  std::vector<std::uint8_t> reply_private;
+  if (m.version != protocol_version) {
+    reason = RejectReason::unsupported_version;
+  } else if (!accept_) {
+    reason = RejectReason::not_listening;
+  } else if (qpn_to_peer_.size() >= config_.max_connections) {
+    reason = RejectReason::no_resources;
+  } else {
+    c.local_qpn = new_qpn();
+    c.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
+    c.base_src_port = m.base_src_port;
+    if (!transport::validate(c).empty()) reason = RejectReason::bad_parameters;
+    if (reason == RejectReason::none) reason = accept_(c, m, reply_private);
+    if (reply_private.size() > max_private_data) reason = RejectReason::refused;
+  }
+  Accepted entry;
+  entry.nonce = m.nonce;
+  if (reason == RejectReason::none) {
+    answer.type = MessageType::reply;
+    answer.sender_qpn = c.local_qpn;
+    answer.sender_psn = c.initial_psn;
+    answer.mtu = c.mtu;
+    answer.paths = c.paths;
+    answer.streams = c.streams;
+    answer.base_src_port = c.base_src_port;
+    answer.cc = m.cc;
+    answer.private_data = std::move(reply_private);
+    entry.local_qpn = c.local_qpn;
+    qpn_to_peer_[c.local_qpn] = key;
+    ++counters_.replies_sent;
+    ++counters_.established;
+  } else {
+    answer.type = MessageType::reject;
+    answer.reason = reason;
+    entry.rejected = true;
+    ++counters_.rejects_sent;
+  }
+  entry.answer = build_frame(peer, config_.cm_src_port, answer);
+  out_.push_back(entry.answer);
+  accepted_[key] = std::move(entry);
+}
+
+void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
+  ++counters_.replies_received;
+  const auto id = nonce_to_id_.find(m.nonce);
+  if (id == nonce_to_id_.end()) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Attempt& a = attempts_.at(id->second);
+  if (a.failed || m.receiver_qpn != a.config.local_qpn) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Message ready;
+  ready.type = MessageType::ready;
+  ready.mode = a.config.mode;
+  ready.nonce = m.nonce;
+  ready.sender_qpn = a.config.local_qpn;
+  ready.receiver_qpn = m.sender_qpn;
+  if (!a.done) {
+    a.done = true;
+    a.config.peer_qpn = m.sender_qpn;
+    a.config.peer_initial_psn = m.sender_psn;
+    a.config.mtu = m.mtu;
+    a.config.paths = m.paths;
+    a.config.streams = m.streams;
+    // The reply's source MAC is the next hop back: keep what we were told
+    // (the same next hop, or the peer itself).
+    (void)frame;
+    Event e;
+    e.id = id->second;
+    e.kind = EventKind::established;
+    e.config = a.config;
+    e.cc = a.cc;
+    e.peer_private_data = m.private_data;
+    if (std::string error = transport::validate(e.config); !error.empty()) {
+      e.kind = EventKind::failed;
+      e.error = fmt::format("the server's reply is not usable: {}", error);
+    } else {
+      ++counters_.established;
+    }
+    events_.push_back(std::move(e));
+  }
+  send(a.config.endpoints, ready);
+  ++counters_.ready_sent;
+}
+
+void Manager::on_ready(const wire::ParsedFrame& frame, const Message& m) {
+  ++counters_.ready_received;
+  const transport::Endpoints peer = reply_endpoints(frame);
+  const std::string address = frame.ip_version == 4 ? fmt::format("4:{}", peer.peer_ipv4)
+                                                    : std::string(peer.peer_ipv6.begin(), peer.peer_ipv6.end());
+  const auto it = accepted_.find(PeerKey{address, m.sender_qpn});
+  if (it == accepted_.end() || it->second.nonce != m.nonce || it->second.rejected) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Event e;
+  e.kind = EventKind::ready;
+  e.id = it->second.local_qpn;
+  events_.push_back(std::move(e));
+}
+
+void Manager::on_reject(const Message& m) {
+  ++counters_.rejects_received;
+  const auto id = nonce_to_id_.find(m.nonce);
+  if (id == nonce_to_id_.end()) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Attempt& a = attempts_.at(id->second);
+  if (a.done) return;
+  a.done = a.failed = true;
+  qpn_to_peer_.erase(a.config.local_qpn);
+  Event e;
+  e.kind = EventKind::failed;
+  e.id = id->second;
+  e.error = fmt::format("{} refused the connection: {}", address_of(a.config.endpoints), to_string(m.reason));
+  events_.push_back(std::move(e));
+}
+
+void Manager::poll(Time now, std::vector<std::vector<std::uint8_t>>& frames) {
+  for (auto& [id, a] : attempts_) {
+    if (a.done || now < a.next_send) continue;
+    if (a.sent >= config_.retries) {
+      a.done = a.failed = true;
+      qpn_to_peer_.erase(a.config.local_qpn);
+      ++counters_.timed_out;
+      Event e;
+      e.kind = EventKind::failed;
+      e.id = id;
+      e.error = fmt::format(
+          "no answer from {} after {} connection requests over {:.1f} s: is the server running there, "
+          "and is {} the MAC of the next hop towards it?",
+          address_of(a.config.endpoints), a.sent, double(a.sent) * double(config_.retry_interval) / 1e9,
+          mac_of(a.config.endpoints.peer_mac));
+      events_.push_back(std::move(e));
+      continue;
+    }
+    send(a.config.endpoints, a.request);
+    ++counters_.requests_sent;
+    if (a.sent != 0) ++counters_.request_retries;
+    ++a.sent;
+    a.next_send = now + config_.retry_interval;
+  }
+  for (auto& f : out_) frames.push_back(std::move(f));
+  out_.clear();
+}
+
+void Manager::take_events(std::vector<Event>& out) {
+  for (auto& e : events_) out.push_back(std::move(e));
+  events_.clear();
+}
+
+}  // namespace metaroce::cm

@@ -1,0 +1,173 @@
+// The connection manager, sans-I/O: a REQ / REP / RTU handshake (and REJ)
+// over cm/message.hpp frames, with retries, timeouts and a nonce per
+// connection attempt.
+//
+//   client                               server
+//   connect() -- REQ(nonce, QPN, PSN, geometry, private) -->  accept callback:
+//                                          creates its connection (READY)
+//             <-- REP(nonce, QPN, PSN, agreed geometry, private) --
+//   Established event, creates its
+//   connection, sends data at once
+//             -- RTU(nonce) -->          Ready event (informational)
+//
+// The client repeats its REQ every retry_interval until a REP or REJ comes,
+// at most `retries` times, then fails with an error that says what to check.
+// The server answers every copy of a REQ with the same REP (a lost REP is
+// re-sent because the REQ is); a lost RTU costs nothing (the client repeats
+// its RTU for every duplicate REP). A REQ from the same peer QPN with a new
+// nonce is a new incarnation (the peer restarted): the old one is reported
+// superseded. Both ends stamp pkey_of(nonce) on every frame of the
+// connection, so frames of an older incarnation are dropped (pkey_mismatch).
+//
+// The caller feeds frames addressed to QP 1 (on_frame) and sends what poll()
+// returns; time is the caller's (ns). One manager per engine host; no locks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cm/message.hpp"
+#include "transport/config.hpp"
+#include "transport/types.hpp"
+
+namespace metaroce::cm {
+
+using transport::Time;
+
+#define METAROCE_CM_COUNTERS(X)                                                      \
+  X(requests_sent, "REQs sent, retries included")                                    \
+  X(request_retries, "REQs sent again for lack of an answer")                        \
+  X(replies_sent, "REPs sent, repeats for duplicate REQs included")                  \
+  X(ready_sent, "RTUs sent")                                                         \
+  X(rejects_sent, "REJs sent")                                                       \
+  X(requests_received, "REQs received")                                              \
+  X(duplicate_requests, "REQs of a connection already answered (REP sent again)")    \
+  X(replies_received, "REPs received")                                               \
+  X(ready_received, "RTUs received")                                                 \
+  X(rejects_received, "REJs received")                                               \
+  X(stale_messages, "CM messages dropped: no attempt of ours has their nonce")       \
+  X(malformed_messages, "frames to QP 1 dropped: not a metaroce CM message")         \
+  X(established, "connections established (both roles)")                            \
+  X(timed_out, "connection attempts that got no answer")                             \
+  X(superseded, "server connections replaced by a new incarnation of their peer")
+
+struct Counters {
+#define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;
+  METAROCE_CM_COUNTERS(METAROCE_CM_FIELD)
+#undef METAROCE_CM_FIELD
+};
+
+struct ManagerConfig {
+  // This side: MAC, IP version and address, DSCP, VLAN (the peer_* fields
+  // are ignored).
+  transport::Endpoints local{};
+  std::uint16_t cm_src_port = 49151;  // UDP source port of CM frames
+  Time retry_interval = 100'000'000;  // 100 ms between REQs
+  std::uint32_t retries = 30;         // REQs before giving up (3 s)
+  std::uint64_t seed = 0;             // nonces, QPNs and PSNs; 0: from std::random_device
+  // Server side: what it agrees to.
+  std::uint32_t max_mtu = 9000;
+  std::uint16_t max_paths = 64;
+  std::uint32_t max_connections = 1024;  // server connections alive at once
+};
+
+// What the client asks for.
+struct ConnectRequest {
+  transport::ConnectionConfig connection{};  // mode, mtu, paths, streams, windows, timers,
+                                             // base_src_port and the peer's address and next-hop
+                                             // MAC in endpoints; QPNs, PSNs and pkey are filled in
+  std::string cc = "metaroce";
+  std::vector<std::uint8_t> private_data;
+};
+
+enum class EventKind : std::uint8_t {
+  established,  // config is ready to create the connection (the client's; the server's was
+                // created in the accept callback)
+  ready,        // server: the client's RTU arrived
+  failed,       // client: rejected or timed out; error says why and what to check
+  superseded,   // server: local_qpn's peer came back with a new nonce; tear it down
+};
+
+struct Event {
+  EventKind kind = EventKind::established;
+  std::uint64_t id = 0;  // connect()'s handle (client), or the server's local QPN
+  transport::ConnectionConfig config{};
+  std::string cc;
+  std::vector<std::uint8_t> peer_private_data;
+  std::string error;
+};
+
+// Server: called for each new REQ with the connection the server would
+// create (everything filled in) and the request. Return none to accept
+// (create the connection on the host now; fill reply_private_data) or a
+// reason to refuse.
+using AcceptFn = std::function<RejectReason(const transport::ConnectionConfig& config, const Message& request,
+                                            std::vector<std::uint8_t>& reply_private_data)>;
+
+class Manager {
+ public:
+  explicit Manager(const ManagerConfig& config);
+
+  // Client: starts an attempt; its outcome arrives as an event with this id.
+  // 0 and `error` when the request cannot be sent (bad config, CC name or
+  // private data too long).
+  std::uint64_t connect(Time now, const ConnectRequest& request, std::string& error);
+  // Server: accept REQs from now on (without it, REQs are rejected).
+  void listen(AcceptFn accept) { accept_ = std::move(accept); }
+  // Server: forget a connection (closed by the application).
+  void forget(std::uint32_t local_qpn);
+
+  // A frame addressed to QP 1 (parse_frame checked it).
+  void on_frame(Time now, const wire::ParsedFrame& frame);
+  // Frames to send now (REQ retries, answers); events to `events`.
+  void poll(Time now, std::vector<std::vector<std::uint8_t>>& frames);
+  void take_events(std::vector<Event>& out);
+
+  [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
+  // Attempts still waiting for an answer.
+  [[nodiscard]] std::size_t pending() const noexcept;
+
+ private:
+  struct Attempt {  // client
+    Message request;
+    transport::ConnectionConfig config;
+    std::string cc;
+    Time next_send = 0;
+    std::uint32_t sent = 0;
+    bool done = false;
+    bool failed = false;  // rejected or timed out: a late REP is stale
+  };
+  struct Accepted {  // server, by (peer address, peer QPN)
+    std::uint32_t nonce = 0;
+    std::uint32_t local_qpn = 0;
+    std::vector<std::uint8_t> answer;  // the REP or REJ frame, sent again for duplicate REQs
+    bool rejected = false;
+  };
+  using PeerKey = std::pair<std::string, std::uint32_t>;  // address bytes, peer QPN
+
+  void on_request(Time now, const wire::ParsedFrame& frame, const Message& m);
+  void on_reply(const wire::ParsedFrame& frame, const Message& m);
+  void on_ready(const wire::ParsedFrame& frame, const Message& m);
+  void on_reject(const Message& m);
+  transport::Endpoints reply_endpoints(const wire::ParsedFrame& frame) const;
+  std::uint32_t new_qpn();
+  void send(const transport::Endpoints& endpoints, const Message& m);
+
+  ManagerConfig config_;
+  std::mt19937_64 random_;
+  AcceptFn accept_;
+  std::map<std::uint64_t, Attempt> attempts_;        // by id
+  std::map<PeerKey, Accepted> accepted_;             // server
+  std::map<std::uint32_t, std::uint64_t> nonce_to_id_;  // client attempts by nonce
+  std::map<std::uint32_t, PeerKey> qpn_to_peer_;        // local QPNs in use (server: their peer)
+  std::uint64_t next_id_ = 1;
+  std::vector<std::vector<std::uint8_t>> out_;
+  std::vector<Event> events_;
+  Counters counters_;
+};
+
+}  // namespace metaroce::cm

@@ -1,0 +1,168 @@
+#include "cm/message.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "wire/byte_order.hpp"
+#include "wire/opcode.hpp"
+
+namespace metaroce::cm {
+namespace {
+
+// Offsets in the MAD (doc/WIRE.md, "Connection manager").
+constexpr std::size_t tid_at = 8;
+constexpr std::size_t attribute_id_at = 16;
+constexpr std::size_t data_at = mad_header_size;
+constexpr std::size_t magic_at = data_at + 0;
+constexpr std::size_t version_at = data_at + 4;
+constexpr std::size_t mode_at = data_at + 5;
+constexpr std::size_t reason_at = data_at + 6;
+constexpr std::size_t private_length_at = data_at + 7;
+constexpr std::size_t nonce_at = data_at + 8;
+constexpr std::size_t sender_qpn_at = data_at + 12;
+constexpr std::size_t sender_psn_at = data_at + 16;
+constexpr std::size_t receiver_qpn_at = data_at + 20;
+constexpr std::size_t mtu_at = data_at + 24;
+constexpr std::size_t paths_at = data_at + 28;
+constexpr std::size_t streams_at = data_at + 30;
+constexpr std::size_t base_src_port_at = data_at + 32;
+constexpr std::size_t cc_at = data_at + 36;
+constexpr std::size_t private_at = cc_at + cc_name_size;
+static_assert(private_at + max_private_data <= mad_size);
+
+}  // namespace
+
+std::string_view to_string(MessageType t) noexcept {
+  switch (t) {
+    case MessageType::request: return "REQ";
+    case MessageType::reply: return "REP";
+    case MessageType::ready: return "RTU";
+    case MessageType::reject: return "REJ";
+  }
+  return "?";
+}
+
+std::string_view to_string(RejectReason r) noexcept {
+  switch (r) {
+    case RejectReason::none: return "none";
+    case RejectReason::not_listening: return "no server is listening on that port";
+    case RejectReason::no_resources: return "the server takes no more connections";
+    case RejectReason::unsupported_version: return "the server speaks another CM protocol version";
+    case RejectReason::bad_parameters: return "the server refused the parameters (mode, MTU, paths, streams or CC)";
+    case RejectReason::refused: return "the server application refused the connection";
+  }
+  return "unknown reason";
+}
+
+std::string_view to_string(DecodeError e) noexcept {
+  switch (e) {
+    case DecodeError::ok: return "ok";
+    case DecodeError::not_cm: return "not_cm";
+    case DecodeError::short_mad: return "short_mad";
+    case DecodeError::not_metaroce_mad: return "not_metaroce_mad";
+    case DecodeError::bad_magic: return "bad_magic";
+    case DecodeError::bad_type: return "bad_type";
+    case DecodeError::bad_field: return "bad_field";
+  }
+  return "?";
+}
+
+bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::string& error) {
+  if (m.cc.size() >= cc_name_size) {
+    error = fmt::format("congestion control name '{}' is longer than {} characters", m.cc, cc_name_size - 1);
+    return false;
+  }
+  if (m.private_data.size() > max_private_data) {
+    error = fmt::format("{} bytes of private data: at most {}", m.private_data.size(), max_private_data);
+    return false;
+  }
+  out.fill(0);
+  std::uint8_t* p = out.data();
+  p[0] = mad_base_version;
+  p[1] = mad_class_metaroce_cm;
+  p[2] = mad_class_version;
+  p[3] = mad_method_send;
+  wire::store_be64(p + tid_at, (std::uint64_t{m.nonce} << 32) | m.sender_qpn);
+  wire::store_be16(p + attribute_id_at, static_cast<std::uint16_t>(m.type));
+  wire::store_be32(p + magic_at, message_magic);
+  p[version_at] = m.version;
+  p[mode_at] = static_cast<std::uint8_t>(m.mode);
+  p[reason_at] = static_cast<std::uint8_t>(m.reason);
+  p[private_length_at] = static_cast<std::uint8_t>(m.private_data.size());
+  wire::store_be32(p + nonce_at, m.nonce);
+  wire::store_be32(p + sender_qpn_at, m.sender_qpn);
+  wire::store_be32(p + sender_psn_at, m.sender_psn);
+  wire::store_be32(p + receiver_qpn_at, m.receiver_qpn);
+  wire::store_be32(p + mtu_at, m.mtu);
+  wire::store_be16(p + paths_at, m.paths);
+  wire::store_be16(p + streams_at, m.streams);
+  wire::store_be16(p + base_src_port_at, m.base_src_port);
+  std::memcpy(p + cc_at, m.cc.data(), m.cc.size());
+  if (!m.private_data.empty()) std::memcpy(p + private_at, m.private_data.data(), m.private_data.size());
+  return true;
+}
+
+DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
+  if (frame.bth.opcode != (wire::opcode::ud | wire::opcode::send_only) || frame.bth.dest_qp != gsi_qpn ||
+      frame.deth.qkey != gsi_qkey)
+    return DecodeError::not_cm;
+  if (frame.payload.size() < mad_size) return DecodeError::short_mad;
+  const std::uint8_t* p = frame.payload.data();
+  if (p[0] != mad_base_version || p[1] != mad_class_metaroce_cm || p[2] != mad_class_version ||
+      p[3] != mad_method_send)
+    return DecodeError::not_metaroce_mad;
+  if (wire::load_be32(p + magic_at) != message_magic) return DecodeError::bad_magic;
+  const std::uint16_t type = wire::load_be16(p + attribute_id_at);
+  if (type < 1 || type > 4) return DecodeError::bad_type;
+  const std::uint8_t mode = p[mode_at];
+  const std::uint8_t private_length = p[private_length_at];
+  if (mode > static_cast<std::uint8_t>(transport::Mode::rocev2) || private_length > max_private_data ||
+      p[cc_at + cc_name_size - 1] != 0)
+    return DecodeError::bad_field;
+  out.type = static_cast<MessageType>(type);
+  out.version = p[version_at];
+  out.mode = static_cast<transport::Mode>(mode);
+  out.reason = static_cast<RejectReason>(p[reason_at]);
+  out.nonce = wire::load_be32(p + nonce_at);
+  out.sender_qpn = wire::load_be32(p + sender_qpn_at) & wire::qpn_mask;
+  out.sender_psn = wire::load_be32(p + sender_psn_at) & wire::psn_mask;
+  out.receiver_qpn = wire::load_be32(p + receiver_qpn_at) & wire::qpn_mask;
+  out.mtu = wire::load_be32(p + mtu_at);
+  out.paths = wire::load_be16(p + paths_at);
+  out.streams = wire::load_be16(p + streams_at);
+  out.base_src_port = wire::load_be16(p + base_src_port_at);
+  out.cc.assign(reinterpret_cast<const char*>(p + cc_at),
+                ::strnlen(reinterpret_cast<const char*>(p + cc_at), cc_name_size));
+  out.private_data.assign(p + private_at, p + private_at + private_length);
+  return DecodeError::ok;
+}
+
+std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16_t src_port, const Message& m) {
+  std::array<std::uint8_t, mad_size> mad{};
+  std::string error;
+  if (!encode_mad(m, mad, error)) return {};
+  wire::FrameSpec s;
+  s.eth.src = e.local_mac;
+  s.eth.dst = e.peer_mac;
+  s.eth.vlan_present = e.vlan_present;
+  s.eth.vlan_tci = e.vlan_tci;
+  s.ip_version = e.ip_version;
+  s.ipv4.src = e.local_ipv4;
+  s.ipv4.dst = e.peer_ipv4;
+  s.ipv4.dscp = e.dscp;
+  s.ipv6.src = e.local_ipv6;
+  s.ipv6.dst = e.peer_ipv6;
+  s.ipv6.dscp = e.dscp;
+  s.udp.src_port = src_port;
+  s.bth.opcode = (wire::opcode::ud | wire::opcode::send_only);
+  s.bth.dest_qp = gsi_qpn;
+  s.deth.qkey = gsi_qkey;
+  s.deth.src_qp = gsi_qpn;
+  std::vector<std::uint8_t> frame(wire::headers_size(s) + mad_size + wire::icrc_size);
+  frame.resize(wire::build_frame(s, mad, frame));
+  return frame;
+}
+
+}  // namespace metaroce::cm

@@ -1,0 +1,102 @@
+// The connection manager's messages on the wire. They travel in band, on the
+// data port, as RoCEv2 management datagrams do: a UD SEND ONLY to QP 1 (the
+// GSI QP) with a DETH (Q_Key 0x80010000), carrying one 256-byte MAD. The MAD
+// common header is standard (base version 1, a vendor-specific management
+// class, method Send, transaction id, attribute id = message type); the
+// attribute data is metaroce's own layout (doc/WIRE.md, "Connection
+// manager"). No state here: encode and decode only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/config.hpp"
+#include "wire/frame.hpp"
+
+namespace metaroce::cm {
+
+inline constexpr std::uint32_t gsi_qpn = 1;
+inline constexpr std::uint32_t gsi_qkey = 0x8001'0000;
+inline constexpr std::size_t mad_size = 256;
+inline constexpr std::size_t mad_header_size = 24;
+inline constexpr std::uint8_t mad_base_version = 1;
+inline constexpr std::uint8_t mad_class_metaroce_cm = 0x09;  // vendor-specific class, range 1
+inline constexpr std::uint8_t mad_class_version = 1;
+inline constexpr std::uint8_t mad_method_send = 0x03;
+inline constexpr std::uint32_t message_magic = 0x4d52434d;  // "MRCM"
+inline constexpr std::uint8_t protocol_version = 1;
+inline constexpr std::size_t max_private_data = 64;
+inline constexpr std::size_t cc_name_size = 16;
+
+enum class MessageType : std::uint8_t {
+  request = 1,  // REQ: client -> server, carries the client's side
+  reply = 2,    // REP: server -> client, the server's side and the agreed geometry
+  ready = 3,    // RTU: client -> server, the client has the reply
+  reject = 4,   // REJ: server -> client, with a reason
+};
+
+enum class RejectReason : std::uint8_t {
+  none = 0,
+  not_listening = 1,        // no server role on this port
+  no_resources = 2,         // the server takes no more connections
+  unsupported_version = 3,  // protocol version not spoken here
+  bad_parameters = 4,       // mode, MTU, paths, streams or CC not acceptable
+  refused = 5,              // the application said no
+};
+
+[[nodiscard]] std::string_view to_string(MessageType t) noexcept;
+[[nodiscard]] std::string_view to_string(RejectReason r) noexcept;
+
+struct Message {
+  MessageType type = MessageType::request;
+  std::uint8_t version = protocol_version;
+  transport::Mode mode = transport::Mode::metaroce;
+  RejectReason reason = RejectReason::none;
+  std::uint32_t nonce = 0;        // the client's, per connection attempt; echoed by the server
+  std::uint32_t sender_qpn = 0;   // QPN of the side that sends this message
+  std::uint32_t sender_psn = 0;   // first PSN that side sends
+  std::uint32_t receiver_qpn = 0; // REP/RTU/REJ: QPN of the side this goes to
+  std::uint32_t mtu = 0;          // payload bytes per packet
+  std::uint16_t paths = 0;
+  std::uint16_t streams = 0;
+  std::uint16_t base_src_port = 0;  // the sender's first UDP source port
+  std::string cc;                   // congestion control name, at most 15 characters
+  std::vector<std::uint8_t> private_data;  // at most max_private_data bytes
+
+  bool operator==(const Message&) const = default;
+};
+
+// The P_Key both ends stamp on every frame of the connection `nonce` names:
+// the full-membership bit and 15 bits of the nonce, never the invalid 0x8000.
+[[nodiscard]] constexpr std::uint16_t pkey_of(std::uint32_t nonce) noexcept {
+  const auto low = static_cast<std::uint16_t>(nonce & 0x7fff);
+  return static_cast<std::uint16_t>(0x8000 | (low == 0 ? 1 : low));
+}
+
+// The MAD (256 bytes) for `m`; false when a field does not fit (CC name,
+// private data).
+bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::string& error);
+
+enum class DecodeError : std::uint8_t {
+  ok,
+  not_cm,            // not a UD SEND ONLY to QP 1 with the GSI Q_Key
+  short_mad,         // fewer than 256 payload bytes
+  not_metaroce_mad,  // another management class, version or method
+  bad_magic,
+  bad_type,
+  bad_field,         // mode, private data length, or an unterminated name
+};
+[[nodiscard]] std::string_view to_string(DecodeError e) noexcept;
+
+// A CM message from a parsed frame (parse_frame checked the ICRC).
+DecodeError decode(const wire::ParsedFrame& frame, Message& out);
+
+// A whole frame carrying `m` from `from` to `to`: Ethernet, IP and UDP from
+// the endpoints (local = sender), UDP source port `src_port`.
+std::vector<std::uint8_t> build_frame(const transport::Endpoints& endpoints, std::uint16_t src_port,
+                                      const Message& m);
+
+}  // namespace metaroce::cm

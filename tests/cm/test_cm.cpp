@@ -1,0 +1,422 @@
+// The connection manager in virtual time: two managers exchange their frames
+// (serialized, parsed with the ICRC checked) through a hand-driven wire that
+// can lose, repeat or hold back any of them.
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "cm/manager.hpp"
+#include "wire/opcode.hpp"
+
+namespace metaroce::cm {
+namespace {
+
+constexpr wire::MacAddress client_mac{0x02, 0, 0, 0, 0, 0x01};
+constexpr wire::MacAddress server_mac{0x02, 0, 0, 0, 0, 0x02};
+constexpr std::uint32_t client_ip = 0x0a000001;
+constexpr std::uint32_t server_ip = 0x0a000102;
+constexpr Time ms = 1'000'000;
+
+ManagerConfig side(wire::MacAddress mac, std::uint32_t ip, std::uint64_t seed) {
+  ManagerConfig c;
+  c.local.local_mac = mac;
+  c.local.local_ipv4 = ip;
+  c.seed = seed;
+  c.retries = 5;
+  c.retry_interval = 100 * ms;
+  return c;
+}
+
+ConnectRequest request(std::vector<std::uint8_t> private_data = {1, 2, 3, 4}) {
+  ConnectRequest r;
+  r.connection.mode = transport::Mode::metaroce;
+  r.connection.mtu = 4096;
+  r.connection.paths = 8;
+  r.connection.streams = 2;
+  r.connection.endpoints.peer_ipv4 = server_ip;
+  r.connection.endpoints.peer_mac = server_mac;
+  r.cc = "metaroce";
+  r.private_data = std::move(private_data);
+  return r;
+}
+
+struct Wire {
+  explicit Wire(const ManagerConfig& server_config = side(server_mac, server_ip, 22)) : server(server_config) {}
+  Manager client{side(client_mac, client_ip, 11)};
+  Manager server;
+  std::vector<transport::ConnectionConfig> accepted;  // what the accept callback created
+  std::vector<Message> requests_seen;
+  std::vector<Event> client_events, server_events;
+  std::vector<std::vector<std::uint8_t>> to_server, to_client;  // last poll's frames
+
+  void listen(RejectReason answer = RejectReason::none) {
+    server.listen([this, answer](const transport::ConnectionConfig& c, const Message& m,
+                                 std::vector<std::uint8_t>& reply_private) {
+      requests_seen.push_back(m);
+      if (answer != RejectReason::none) return answer;
+      accepted.push_back(c);
+      reply_private = {9, 8, 7};
+      return RejectReason::none;
+    });
+  }
+  // Both sides send what they have; every frame must parse cleanly.
+  void poll(Time now) {
+    to_server.clear();
+    to_client.clear();
+    client.poll(now, to_server);
+    server.poll(now, to_client);
+  }
+  static void deliver(Manager& m, Time now, const std::vector<std::uint8_t>& frame) {
+    wire::ParsedFrame p;
+    ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+    m.on_frame(now, p);
+  }
+  // Delivers everything both ways until nothing moves.
+  void settle(Time now) {
+    for (int i = 0; i < 10; ++i) {
+      poll(now);
+      if (to_server.empty() && to_client.empty()) break;
+      for (const auto& f : to_server) deliver(server, now, f);
+      for (const auto& f : to_client) deliver(client, now, f);
+    }
+    client.take_events(client_events);
+    server.take_events(server_events);
+  }
+};
+
+TEST(Cm, RequestReplyReadyEstablishesMatchingEnds) {
+  Wire w;
+  w.listen();
+  std::string error;
+  const std::uint64_t id = w.client.connect(0, request(), error);
+  ASSERT_NE(id, 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  const Event& e = w.client_events[0];
+  EXPECT_EQ(e.kind, EventKind::established);
+  EXPECT_EQ(e.id, id);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  const transport::ConnectionConfig& c = e.config;
+  const transport::ConnectionConfig& s = w.accepted[0];
+  // Each end's local side is the other's peer side.
+  EXPECT_EQ(c.local_qpn, s.peer_qpn);
+  EXPECT_EQ(c.peer_qpn, s.local_qpn);
+  EXPECT_EQ(c.initial_psn, s.peer_initial_psn);
+  EXPECT_EQ(c.peer_initial_psn, s.initial_psn);
+  EXPECT_EQ(c.pkey, s.pkey);
+  EXPECT_EQ(c.pkey & 0x8000, 0x8000);
+  EXPECT_EQ(c.mtu, 4096u);
+  EXPECT_EQ(s.mtu, 4096u);
+  EXPECT_EQ(c.paths, 8);
+  EXPECT_EQ(s.paths, 8);
+  EXPECT_EQ(s.streams, 2);
+  EXPECT_EQ(c.endpoints.local_ipv4, client_ip);
+  EXPECT_EQ(c.endpoints.peer_ipv4, server_ip);
+  EXPECT_EQ(s.endpoints.local_ipv4, server_ip);
+  EXPECT_EQ(s.endpoints.peer_ipv4, client_ip);
+  EXPECT_EQ(s.endpoints.peer_mac, client_mac);  // the REQ's source MAC: the next hop back
+  EXPECT_EQ(c.endpoints.peer_mac, server_mac);
+  EXPECT_GT(c.local_qpn, 1u);
+  EXPECT_GT(s.local_qpn, 1u);
+  EXPECT_EQ(transport::validate(c), "");
+  EXPECT_EQ(transport::validate(s), "");
+  EXPECT_EQ(e.cc, "metaroce");
+  EXPECT_EQ(e.peer_private_data, (std::vector<std::uint8_t>{9, 8, 7}));
+  ASSERT_EQ(w.requests_seen.size(), 1u);
+  EXPECT_EQ(w.requests_seen[0].private_data, (std::vector<std::uint8_t>{1, 2, 3, 4}));
+  // The server learns of the RTU.
+  ASSERT_EQ(w.server_events.size(), 1u);
+  EXPECT_EQ(w.server_events[0].kind, EventKind::ready);
+  EXPECT_EQ(w.server_events[0].id, s.local_qpn);
+  EXPECT_EQ(w.client.counters().requests_sent, 1u);
+  EXPECT_EQ(w.client.counters().ready_sent, 1u);
+  EXPECT_EQ(w.server.counters().replies_sent, 1u);
+  EXPECT_EQ(w.server.counters().ready_received, 1u);
+  EXPECT_EQ(w.client.pending(), 0u);
+}
+
+TEST(Cm, FramesAreUdSendsToQp1CarryingOneMad) {
+  Wire w;
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.poll(0);
+  ASSERT_EQ(w.to_server.size(), 1u);
+  wire::ParsedFrame p;
+  ASSERT_EQ(wire::parse_frame(w.to_server[0], p), wire::ParseError::ok);
+  EXPECT_EQ(p.bth.opcode, 0x64);  // UD SEND ONLY
+  EXPECT_EQ(p.bth.dest_qp, gsi_qpn);
+  EXPECT_EQ(p.deth.qkey, gsi_qkey);
+  EXPECT_EQ(p.deth.src_qp, gsi_qpn);
+  EXPECT_EQ(p.payload.size(), mad_size);
+  EXPECT_EQ(p.payload[0], mad_base_version);
+  EXPECT_EQ(p.payload[1], mad_class_metaroce_cm);
+  EXPECT_EQ(p.payload[3], mad_method_send);
+  EXPECT_EQ(p.ipv4().dst, server_ip);
+  EXPECT_EQ(p.ethernet().dst, server_mac);
+  EXPECT_EQ(p.udp().dst_port, wire::roce_udp_port);
+  Message m;
+  ASSERT_EQ(decode(p, m), DecodeError::ok);
+  EXPECT_EQ(m.type, MessageType::request);
+  EXPECT_EQ(m.mtu, 4096u);
+  EXPECT_EQ(m.paths, 8);
+  EXPECT_EQ(m.cc, "metaroce");
+}
+
+TEST(Cm, EncodeDecodeRoundTripsEveryField) {
+  Message m;
+  m.type = MessageType::reject;
+  m.mode = transport::Mode::rocev2;
+  m.reason = RejectReason::bad_parameters;
+  m.nonce = 0xdeadbeef;
+  m.sender_qpn = 0xabcdef;
+  m.sender_psn = 0x123456;
+  m.receiver_qpn = 0x654321;
+  m.mtu = 1024;
+  m.paths = 1;
+  m.streams = 1024;
+  m.base_src_port = 50000;
+  m.cc = "dcqcn";
+  m.private_data.assign(max_private_data, 0x5a);
+  transport::Endpoints e;
+  e.peer_ipv4 = server_ip;
+  wire::ParsedFrame p;
+  const auto frame = build_frame(e, 49151, m);
+  ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+  Message back;
+  ASSERT_EQ(decode(p, back), DecodeError::ok);
+  EXPECT_EQ(back, m);
+  std::array<std::uint8_t, mad_size> mad{};
+  std::string error;
+  m.cc = "a-name-too-long-for-it";
+  EXPECT_FALSE(encode_mad(m, mad, error));
+  EXPECT_NE(error.find("longer than 15"), std::string::npos) << error;
+  m.cc = "x";
+  m.private_data.assign(max_private_data + 1, 0);
+  EXPECT_FALSE(encode_mad(m, mad, error));
+  EXPECT_NE(error.find("at most 64"), std::string::npos) << error;
+}
+
+TEST(Cm, MalformedFramesToQp1AreCountedAndIgnored) {
+  Wire w;
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.poll(0);
+  const std::vector<std::uint8_t> good = w.to_server[0];
+  struct Case {
+    std::size_t offset;  // in the MAD
+    DecodeError expect;
+  };
+  for (const Case c : {Case{1, DecodeError::not_metaroce_mad}, Case{24, DecodeError::bad_magic},
+                       Case{17, DecodeError::bad_type}, Case{24 + 5, DecodeError::bad_field},
+                       Case{24 + 7, DecodeError::bad_field}, Case{24 + 36 + 15, DecodeError::bad_field}}) {
+    wire::ParsedFrame p;
+    ASSERT_EQ(wire::parse_frame(good, p), wire::ParseError::ok);
+    std::vector<std::uint8_t> mad(p.payload.begin(), p.payload.end());
+    mad[c.offset] ^= 0x77;
+    wire::ParsedFrame changed = p;
+    changed.payload = mad;
+    Message m;
+    EXPECT_EQ(decode(changed, m), c.expect) << "offset " << c.offset;
+    w.server.on_frame(0, changed);
+  }
+  EXPECT_EQ(w.server.counters().malformed_messages, 6u);
+  EXPECT_EQ(w.server.counters().requests_received, 0u);
+  EXPECT_TRUE(w.accepted.empty());
+}
+
+TEST(Cm, LostRequestIsRetriedAndLostReplyIsAnsweredAgain) {
+  Wire w;
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.poll(0);
+  ASSERT_EQ(w.to_server.size(), 1u);  // REQ 1: lost
+  w.poll(50 * ms);
+  EXPECT_TRUE(w.to_server.empty());  // not yet time to repeat
+  w.poll(100 * ms);
+  ASSERT_EQ(w.to_server.size(), 1u);  // REQ 2 reaches the server
+  Wire::deliver(w.server, 100 * ms, w.to_server[0]);
+  w.poll(100 * ms);
+  ASSERT_EQ(w.to_client.size(), 1u);  // REP 1: lost
+  w.poll(200 * ms);
+  ASSERT_EQ(w.to_server.size(), 1u);  // REQ 3: a duplicate for the server
+  Wire::deliver(w.server, 200 * ms, w.to_server[0]);
+  w.poll(200 * ms);
+  ASSERT_EQ(w.to_client.size(), 1u);  // the same REP again
+  Wire::deliver(w.client, 200 * ms, w.to_client[0]);
+  w.settle(200 * ms);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::established);
+  EXPECT_EQ(w.accepted.size(), 1u);  // one connection, not two
+  EXPECT_EQ(w.client_events[0].config.peer_qpn, w.accepted[0].local_qpn);
+  EXPECT_EQ(w.client.counters().requests_sent, 3u);
+  EXPECT_EQ(w.client.counters().request_retries, 2u);
+  EXPECT_EQ(w.server.counters().duplicate_requests, 1u);
+  EXPECT_EQ(w.server.counters().replies_sent, 2u);
+  // No more REQs after the answer.
+  w.poll(10'000 * ms);
+  EXPECT_TRUE(w.to_server.empty());
+}
+
+TEST(Cm, NoAnswerTimesOutWithAnErrorThatSaysWhatToCheck) {
+  Wire w;
+  std::string error;
+  const std::uint64_t id = w.client.connect(0, request(), error);
+  for (Time t = 0; t <= 1000 * ms; t += 10 * ms) w.poll(t);  // everything lost
+  w.client.take_events(w.client_events);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::failed);
+  EXPECT_EQ(w.client_events[0].id, id);
+  EXPECT_EQ(w.client_events[0].error,
+            "no answer from 10.0.1.2 after 5 connection requests over 0.5 s: is the server running there, and is "
+            "02:00:00:00:00:02 the MAC of the next hop towards it?");
+  EXPECT_EQ(w.client.counters().requests_sent, 5u);
+  EXPECT_EQ(w.client.counters().timed_out, 1u);
+  EXPECT_EQ(w.client.pending(), 0u);
+}
+
+TEST(Cm, ServerThatIsNotListeningRejects) {
+  Wire w;  // no listen()
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::failed);
+  EXPECT_EQ(w.client_events[0].error, "10.0.1.2 refused the connection: no server is listening on that port");
+  EXPECT_EQ(w.server.counters().rejects_sent, 1u);
+  EXPECT_EQ(w.client.counters().rejects_received, 1u);
+  // Nothing is repeated after a reject.
+  w.poll(10'000 * ms);
+  EXPECT_TRUE(w.to_server.empty());
+}
+
+TEST(Cm, ApplicationAndResourceRefusalsReachTheClient) {
+  Wire w;
+  w.listen(RejectReason::refused);
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_NE(w.client_events[0].error.find("application refused"), std::string::npos);
+
+  ManagerConfig small = side(server_mac, server_ip, 5);
+  small.max_connections = 1;
+  Wire v(small);
+  v.listen();
+  ASSERT_NE(v.client.connect(0, request(), error), 0u);
+  ASSERT_NE(v.client.connect(0, request(), error), 0u);
+  v.settle(0);
+  ASSERT_EQ(v.client_events.size(), 2u);
+  EXPECT_EQ(v.client_events[0].kind, EventKind::established);
+  EXPECT_EQ(v.client_events[1].kind, EventKind::failed);
+  EXPECT_NE(v.client_events[1].error.find("no more connections"), std::string::npos);
+  // Closing the first frees room for another.
+  v.server.forget(v.accepted[0].local_qpn);
+  ASSERT_NE(v.client.connect(0, request(), error), 0u);
+  v.client_events.clear();
+  v.settle(0);
+  ASSERT_EQ(v.client_events.size(), 1u);
+  EXPECT_EQ(v.client_events[0].kind, EventKind::established);
+}
+
+TEST(Cm, ServerCapsMtuAndPathsAndRocev2HasOnePath) {
+  ManagerConfig capped = side(server_mac, server_ip, 5);
+  capped.max_mtu = 1024;
+  capped.max_paths = 4;
+  Wire w(capped);
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  ConnectRequest r = request();
+  r.connection.mode = transport::Mode::rocev2;
+  r.connection.paths = 1;
+  r.cc = "dcqcn";
+  ASSERT_NE(w.client.connect(0, r, error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 2u);
+  EXPECT_EQ(w.client_events[0].config.mtu, 1024u);
+  EXPECT_EQ(w.client_events[0].config.paths, 4);
+  EXPECT_EQ(w.client_events[1].config.mode, transport::Mode::rocev2);
+  EXPECT_EQ(w.client_events[1].config.paths, 1);
+  EXPECT_EQ(w.client_events[1].cc, "dcqcn");
+  ASSERT_EQ(w.accepted.size(), 2u);
+  EXPECT_EQ(w.accepted[0].paths, 4);
+  EXPECT_EQ(w.accepted[1].mode, transport::Mode::rocev2);
+}
+
+TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {
+  Wire w;
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  const transport::ConnectionConfig first = w.accepted[0];
+  const std::vector<std::uint8_t> old_reply = [&] {
+    // A REP of the first incarnation, as a late copy on the wire would be.
+    Message m;
+    m.type = MessageType::reply;
+    m.nonce = 0x1234;  // a nonce the new client never used
+    m.receiver_qpn = first.peer_qpn;
+    transport::Endpoints e;
+    e.local_ipv4 = server_ip;
+    e.peer_ipv4 = client_ip;
+    return build_frame(e, 49151, m);
+  }();
+
+  // A late REP whose nonce no attempt of the client has is ignored.
+  wire::ParsedFrame p;
+  Wire::deliver(w.client, 0, old_reply);
+  EXPECT_EQ(w.client.counters().stale_messages, 1u);
+
+  Manager restarted(side(client_mac, client_ip, 99));
+  ASSERT_NE(restarted.connect(0, request(), error), 0u);
+  std::vector<std::vector<std::uint8_t>> frames;
+  restarted.poll(0, frames);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(wire::parse_frame(frames[0], p), wire::ParseError::ok);
+  Message req;
+  ASSERT_EQ(decode(p, req), DecodeError::ok);
+  // The client process restarted and, by chance, drew the QPN of its first
+  // incarnation again: same peer QP, new nonce.
+  req.sender_qpn = first.peer_qpn;
+  transport::Endpoints e;
+  e.local_mac = client_mac;
+  e.local_ipv4 = client_ip;
+  e.peer_ipv4 = server_ip;
+  e.peer_mac = server_mac;
+  Wire::deliver(w.server, 0, build_frame(e, 49151, req));
+  w.server.take_events(w.server_events);
+  ASSERT_FALSE(w.server_events.empty());
+  EXPECT_EQ(w.server_events.back().kind, EventKind::superseded);
+  EXPECT_EQ(w.server_events.back().id, first.local_qpn);
+  EXPECT_EQ(w.server.counters().superseded, 1u);
+  ASSERT_EQ(w.accepted.size(), 2u);
+  EXPECT_NE(w.accepted[1].pkey, first.pkey);  // frames of the old one are dropped (pkey_mismatch)
+  EXPECT_NE(w.accepted[1].local_qpn, first.local_qpn);
+}
+
+TEST(Cm, PkeyOfANonceIsAValidFullMember) {
+  EXPECT_EQ(pkey_of(0), 0x8001);
+  EXPECT_EQ(pkey_of(0x8000), 0x8001);
+  EXPECT_EQ(pkey_of(0x12345), 0xa345);
+  EXPECT_EQ(pkey_of(0xffffffff), 0xffff);
+}
+
+TEST(Cm, BadRequestsAreRefusedBeforeAnythingIsSent) {
+  Wire w;
+  std::string error;
+  ConnectRequest r = request();
+  r.connection.paths = 0;
+  EXPECT_EQ(w.client.connect(0, r, error), 0u);
+  EXPECT_NE(error.find("paths 0"), std::string::npos) << error;
+  r = request(std::vector<std::uint8_t>(65, 0));
+  EXPECT_EQ(w.client.connect(0, r, error), 0u);
+  EXPECT_NE(error.find("private data"), std::string::npos) << error;
+  w.poll(0);
+  EXPECT_TRUE(w.to_server.empty());
+}
+
+}  // namespace
+}  // namespace metaroce::cm
