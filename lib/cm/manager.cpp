@@ -87,7 +87,11 @@ void Manager::forget(std::uint32_t local_qpn) {
   const auto it = qpn_to_peer_.find(local_qpn);
   if (it == qpn_to_peer_.end()) return;
   const auto accepted = accepted_.find(it->second);
-  if (accepted != accepted_.end() && accepted->second.local_qpn == local_qpn) accepted_.erase(accepted);
+  // A connection closed by DREQ keeps its entry, so that a repeated DREQ
+  // (our DREP was lost) is answered; it no longer counts against
+  // max_connections.
+  if (accepted != accepted_.end() && accepted->second.local_qpn == local_qpn && !accepted->second.closed)
+    accepted_.erase(accepted);
   qpn_to_peer_.erase(it);
 }
 
@@ -113,15 +117,21 @@ void Manager::on_frame(Time now, const wire::ParsedFrame& frame) {
     case MessageType::reply: on_reply(frame, m); break;
     case MessageType::ready: on_ready(frame, m); break;
     case MessageType::reject: on_reject(m); break;
+    case MessageType::disconnect: on_disconnect(frame, m); break;
+    case MessageType::disconnect_reply: on_disconnect_reply(m); break;
   }
+}
+
+Manager::PeerKey Manager::peer_key(const wire::ParsedFrame& frame, std::uint32_t peer_qpn) const {
+  if (frame.ip_version == 4) return {fmt::format("4:{}", frame.ipv4().src), peer_qpn};
+  const wire::Ipv6Address a = frame.ipv6().src;
+  return {std::string(a.begin(), a.end()), peer_qpn};
 }
 
 void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m) {
   ++counters_.requests_received;
   const transport::Endpoints peer = reply_endpoints(frame);
-  const std::string address = frame.ip_version == 4 ? fmt::format("4:{}", peer.peer_ipv4)
-                                                    : std::string(peer.peer_ipv6.begin(), peer.peer_ipv6.end());
-  const PeerKey key{address, m.sender_qpn};
+  const PeerKey key = peer_key(frame, m.sender_qpn);
   auto it = accepted_.find(key);
   if (it != accepted_.end() && it->second.nonce == m.nonce) {
     ++counters_.duplicate_requests;
@@ -175,6 +185,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   }
   Accepted entry;
   entry.nonce = m.nonce;
+  entry.peer = peer;
   if (reason == RejectReason::none) {
     answer.type = MessageType::reply;
     answer.sender_qpn = c.local_qpn;
@@ -248,10 +259,7 @@ void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
 
 void Manager::on_ready(const wire::ParsedFrame& frame, const Message& m) {
   ++counters_.ready_received;
-  const transport::Endpoints peer = reply_endpoints(frame);
-  const std::string address = frame.ip_version == 4 ? fmt::format("4:{}", peer.peer_ipv4)
-                                                    : std::string(peer.peer_ipv6.begin(), peer.peer_ipv6.end());
-  const auto it = accepted_.find(PeerKey{address, m.sender_qpn});
+  const auto it = accepted_.find(peer_key(frame, m.sender_qpn));
   if (it == accepted_.end() || it->second.nonce != m.nonce || it->second.rejected) {
     ++counters_.stale_messages;
     return;
@@ -280,7 +288,101 @@ void Manager::on_reject(const Message& m) {
   events_.push_back(std::move(e));
 }
 
+bool Manager::disconnect(Time now, std::uint64_t id, std::vector<std::uint8_t> private_data, std::string& error) {
+  const auto it = attempts_.find(id);
+  if (it == attempts_.end() || !it->second.done || it->second.failed || it->second.disconnecting) {
+    error = fmt::format("connection {} is not established (or is already closing)", id);
+    return false;
+  }
+  if (private_data.size() > max_private_data) {
+    error = fmt::format("{} bytes of private data: at most {}", private_data.size(), max_private_data);
+    return false;
+  }
+  Attempt& a = it->second;
+  a.disconnecting = true;
+  a.dreq.type = MessageType::disconnect;
+  a.dreq.mode = a.config.mode;
+  a.dreq.nonce = a.request.nonce;
+  a.dreq.sender_qpn = a.config.local_qpn;
+  a.dreq.receiver_qpn = a.config.peer_qpn;
+  a.dreq.private_data = std::move(private_data);
+  a.dreq_next = now;
+  return true;
+}
+
+void Manager::set_disconnect_reply(std::uint32_t local_qpn, std::vector<std::uint8_t> private_data) {
+  if (private_data.size() > max_private_data) private_data.resize(max_private_data);
+  for (auto& [key, entry] : accepted_)
+    if (entry.local_qpn == local_qpn && !entry.rejected) entry.drep_private = private_data;
+}
+
+void Manager::on_disconnect(const wire::ParsedFrame& frame, const Message& m) {
+  const auto it = accepted_.find(peer_key(frame, m.sender_qpn));
+  if (it == accepted_.end() || it->second.nonce != m.nonce || it->second.rejected) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Accepted& entry = it->second;
+  entry.drep_due = true;  // answered at the next poll, after the application saw the event
+  if (entry.closed) return;
+  entry.closed = true;
+  ++counters_.disconnected;
+  Event e;
+  e.kind = EventKind::disconnected;
+  e.id = entry.local_qpn;
+  e.peer_private_data = m.private_data;
+  events_.push_back(std::move(e));
+}
+
+void Manager::on_disconnect_reply(const Message& m) {
+  const auto id = nonce_to_id_.find(m.nonce);
+  if (id == nonce_to_id_.end()) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Attempt& a = attempts_.at(id->second);
+  if (!a.disconnecting || a.closed) return;
+  a.closed = true;
+  ++counters_.disconnected;
+  qpn_to_peer_.erase(a.config.local_qpn);
+  Event e;
+  e.kind = EventKind::disconnected;
+  e.id = id->second;
+  e.peer_private_data = m.private_data;
+  events_.push_back(std::move(e));
+}
+
 void Manager::poll(Time now, std::vector<std::vector<std::uint8_t>>& frames) {
+  for (auto& [key, entry] : accepted_) {
+    if (!entry.drep_due) continue;
+    entry.drep_due = false;
+    Message drep;
+    drep.type = MessageType::disconnect_reply;
+    drep.nonce = entry.nonce;
+    drep.sender_qpn = entry.local_qpn;
+    drep.receiver_qpn = key.second;
+    drep.private_data = entry.drep_private;
+    send(entry.peer, drep);
+    ++counters_.disconnect_replies_sent;
+  }
+  for (auto& [id, a] : attempts_) {
+    if (!a.disconnecting || a.closed || now < a.dreq_next) continue;
+    if (a.dreq_sent >= config_.retries) {
+      a.closed = true;
+      qpn_to_peer_.erase(a.config.local_qpn);
+      Event e;
+      e.kind = EventKind::disconnected;
+      e.id = id;
+      e.error = fmt::format("no answer from {} to {} disconnect requests: closed without the server's summary",
+                            address_of(a.config.endpoints), a.dreq_sent);
+      events_.push_back(std::move(e));
+      continue;
+    }
+    send(a.config.endpoints, a.dreq);
+    ++counters_.disconnects_sent;
+    ++a.dreq_sent;
+    a.dreq_next = now + config_.retry_interval;
+  }
   for (auto& [id, a] : attempts_) {
     if (a.done || now < a.next_send) continue;
     if (a.sent >= config_.retries) {

@@ -53,7 +53,10 @@ using transport::Time;
   X(malformed_messages, "frames to QP 1 dropped: not a metaroce CM message")         \
   X(established, "connections established (both roles)")                            \
   X(timed_out, "connection attempts that got no answer")                             \
-  X(superseded, "server connections replaced by a new incarnation of their peer")
+  X(superseded, "server connections replaced by a new incarnation of their peer")    \
+  X(disconnects_sent, "DREQs sent, retries included")                                \
+  X(disconnect_replies_sent, "DREPs sent, repeats for duplicate DREQs included")     \
+  X(disconnected, "connections closed by DREQ/DREP (both roles)")
 
 struct Counters {
 #define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;
@@ -90,6 +93,8 @@ enum class EventKind : std::uint8_t {
   ready,        // server: the client's RTU arrived
   failed,       // client: rejected or timed out; error says why and what to check
   superseded,   // server: local_qpn's peer came back with a new nonce; tear it down
+  disconnected, // client: the server answered the DREQ (or did not: error says so);
+                // server: the client's DREQ arrived (peer_private_data: its summary)
 };
 
 struct Event {
@@ -116,9 +121,18 @@ class Manager {
   // 0 and `error` when the request cannot be sent (bad config, CC name or
   // private data too long).
   std::uint64_t connect(Time now, const ConnectRequest& request, std::string& error);
+  // Client: closes an established connection with a DREQ carrying
+  // `private_data`, repeated until the server's DREP; a disconnected event
+  // follows either way. False when `id` is not an established connection.
+  bool disconnect(Time now, std::uint64_t id, std::vector<std::uint8_t> private_data, std::string& error);
+  // Server: the private data its DREP will carry for `local_qpn`: set it
+  // when the disconnected event arrives, before the next poll() (which
+  // sends the DREP); default empty.
+  void set_disconnect_reply(std::uint32_t local_qpn, std::vector<std::uint8_t> private_data);
   // Server: accept REQs from now on (without it, REQs are rejected).
   void listen(AcceptFn accept) { accept_ = std::move(accept); }
-  // Server: forget a connection (closed by the application).
+  // Server: forget a connection (closed by the application, or after its
+  // DREQ): its QPN and its place under max_connections are free again.
   void forget(std::uint32_t local_qpn);
 
   // A frame addressed to QP 1 (parse_frame checked it).
@@ -140,12 +154,22 @@ class Manager {
     std::uint32_t sent = 0;
     bool done = false;
     bool failed = false;  // rejected or timed out: a late REP is stale
+    // After disconnect(): the DREQ, repeated until the DREP.
+    bool disconnecting = false;
+    bool closed = false;
+    Message dreq;
+    std::uint32_t dreq_sent = 0;
+    Time dreq_next = 0;
   };
   struct Accepted {  // server, by (peer address, peer QPN)
     std::uint32_t nonce = 0;
     std::uint32_t local_qpn = 0;
     std::vector<std::uint8_t> answer;  // the REP or REJ frame, sent again for duplicate REQs
     bool rejected = false;
+    bool closed = false;                    // its DREQ arrived
+    bool drep_due = false;                  // a DREP to send at the next poll
+    transport::Endpoints peer{};            // where answers go
+    std::vector<std::uint8_t> drep_private;  // what the DREP carries
   };
   using PeerKey = std::pair<std::string, std::uint32_t>;  // address bytes, peer QPN
 
@@ -153,6 +177,9 @@ class Manager {
   void on_reply(const wire::ParsedFrame& frame, const Message& m);
   void on_ready(const wire::ParsedFrame& frame, const Message& m);
   void on_reject(const Message& m);
+  void on_disconnect(const wire::ParsedFrame& frame, const Message& m);
+  void on_disconnect_reply(const Message& m);
+  PeerKey peer_key(const wire::ParsedFrame& frame, std::uint32_t peer_qpn) const;
   transport::Endpoints reply_endpoints(const wire::ParsedFrame& frame) const;
   std::uint32_t new_qpn();
   void send(const transport::Endpoints& endpoints, const Message& m);

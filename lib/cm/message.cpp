@@ -40,6 +40,8 @@ std::string_view to_string(MessageType t) noexcept {
     case MessageType::reply: return "REP";
     case MessageType::ready: return "RTU";
     case MessageType::reject: return "REJ";
+    case MessageType::disconnect: return "DREQ";
+    case MessageType::disconnect_reply: return "DREP";
   }
   return "?";
 }
@@ -115,7 +117,7 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
     return DecodeError::not_metaroce_mad;
   if (wire::load_be32(p + magic_at) != message_magic) return DecodeError::bad_magic;
   const std::uint16_t type = wire::load_be16(p + attribute_id_at);
-  if (type < 1 || type > 4) return DecodeError::bad_type;
+  if (type < 1 || type > 6) return DecodeError::bad_type;
   const std::uint8_t mode = p[mode_at];
   const std::uint8_t private_length = p[private_length_at];
   if (mode > static_cast<std::uint8_t>(transport::Mode::rocev2) || private_length > max_private_data ||

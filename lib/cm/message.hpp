@@ -36,6 +36,8 @@ enum class MessageType : std::uint8_t {
   reply = 2,    // REP: server -> client, the server's side and the agreed geometry
   ready = 3,    // RTU: client -> server, the client has the reply
   reject = 4,   // REJ: server -> client, with a reason
+  disconnect = 5,        // DREQ: client -> server, the client is done (private data: its summary)
+  disconnect_reply = 6,  // DREP: server -> client (private data: the server's summary)
 };
 
 enum class RejectReason : std::uint8_t {

@@ -397,6 +397,53 @@ TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {
   EXPECT_NE(w.accepted[1].local_qpn, first.local_qpn);
 }
 
+TEST(Cm, DisconnectCarriesBothSummariesAndSurvivesALostReply) {
+  Wire w;
+  w.listen();
+  std::string error;
+  const std::uint64_t id = w.client.connect(0, request(), error);
+  w.settle(0);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  const std::uint32_t server_qpn = w.accepted[0].local_qpn;
+  w.client_events.clear();
+  w.server_events.clear();
+  EXPECT_FALSE(w.client.disconnect(0, id + 100, {}, error));
+  EXPECT_NE(error.find("not established"), std::string::npos) << error;
+  ASSERT_TRUE(w.client.disconnect(0, id, {0xaa, 0xbb}, error)) << error;
+  w.poll(0);
+  ASSERT_EQ(w.to_server.size(), 1u);  // DREQ
+  Wire::deliver(w.server, 0, w.to_server[0]);
+  w.server.take_events(w.server_events);
+  ASSERT_EQ(w.server_events.size(), 1u);
+  EXPECT_EQ(w.server_events[0].kind, EventKind::disconnected);
+  EXPECT_EQ(w.server_events[0].id, server_qpn);
+  EXPECT_EQ(w.server_events[0].peer_private_data, (std::vector<std::uint8_t>{0xaa, 0xbb}));
+  w.server.set_disconnect_reply(server_qpn, {0xcc});
+  w.poll(0);
+  ASSERT_EQ(w.to_client.size(), 1u);  // DREP: lost
+  w.poll(100 * ms);
+  ASSERT_EQ(w.to_server.size(), 1u);  // DREQ again
+  Wire::deliver(w.server, 100 * ms, w.to_server[0]);
+  w.server.take_events(w.server_events);
+  EXPECT_EQ(w.server_events.size(), 1u);  // no second event
+  w.poll(100 * ms);
+  ASSERT_EQ(w.to_client.size(), 1u);  // the same DREP
+  Wire::deliver(w.client, 100 * ms, w.to_client[0]);
+  w.client.take_events(w.client_events);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::disconnected);
+  EXPECT_EQ(w.client_events[0].id, id);
+  EXPECT_EQ(w.client_events[0].error, "");
+  EXPECT_EQ(w.client_events[0].peer_private_data, (std::vector<std::uint8_t>{0xcc}));
+  EXPECT_EQ(w.client.counters().disconnects_sent, 2u);
+  EXPECT_EQ(w.server.counters().disconnect_replies_sent, 2u);
+  EXPECT_EQ(w.client.counters().disconnected, 1u);
+  EXPECT_EQ(w.server.counters().disconnected, 1u);
+  w.poll(10'000 * ms);
+  EXPECT_TRUE(w.to_server.empty());
+  EXPECT_FALSE(w.client.disconnect(0, id, {}, error));
+}
+
 TEST(Cm, PkeyOfANonceIsAValidFullMember) {
   EXPECT_EQ(pkey_of(0), 0x8001);
   EXPECT_EQ(pkey_of(0x8000), 0x8001);
