@@ -18,6 +18,7 @@ struct EngineCounters {
   std::uint64_t rx_linearized = 0;   // multi-segment frames copied to be parsed
   std::uint64_t rx_delivered = 0;    // handed to a connection
   std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
+  std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
   std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
 
@@ -52,6 +53,7 @@ struct EngineCounters {
     rx_linearized += o.rx_linearized;
     rx_delivered += o.rx_delivered;
     rx_unknown_qpn += o.rx_unknown_qpn;
+    rx_management += o.rx_management;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
     rx_mempool_empty += o.rx_mempool_empty;
     tx_frames += o.tx_frames;
@@ -78,6 +80,7 @@ struct EngineCounters {
     f("rx_linearized", rx_linearized);
     f("rx_delivered", rx_delivered);
     f("rx_unknown_qpn", rx_unknown_qpn);
+    f("rx_management", rx_management);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
       f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), rx_parse_errors[i]);
     f("rx_mempool_empty", rx_mempool_empty);

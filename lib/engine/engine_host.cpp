@@ -55,6 +55,24 @@ transport::Connection* EngineHost::connection(std::uint32_t local_qpn) noexcept 
   return it == connections_.end() ? nullptr : it->second.get();
 }
 
+bool EngineHost::remove_connection(std::uint32_t local_qpn) {
+  const auto it = connections_.find(local_qpn);
+  if (it == connections_.end()) return false;
+  std::erase(connection_list_, it->second.get());
+  connections_.erase(it);
+  return true;
+}
+
+bool EngineHost::send_frame(std::span<const std::uint8_t> frame) {
+  rte_mbuf* m = tx_builder_->copy_frame(frame);
+  if (m == nullptr) {
+    ++counters_.tx_mempool_empty;
+    return false;
+  }
+  tx_pending_.push_back(m);
+  return true;
+}
+
 void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   ++counters_.rx_frames;
   counters_.rx_bytes += m->pkt_len;
@@ -67,6 +85,11 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   const wire::ParseError e = wire::parse_frame(bytes, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
+    return;
+  }
+  if (parsed.bth.dest_qp == management_qpn && management_) {
+    ++counters_.rx_management;
+    management_(now, parsed);
     return;
   }
   const auto it = connections_.find(parsed.bth.dest_qp);

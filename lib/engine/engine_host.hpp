@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,6 +32,9 @@
 struct rte_mbuf;
 
 namespace metaroce::engine {
+
+// Destination QP of connection-manager frames (the GSI QP of InfiniBand).
+inline constexpr std::uint32_t management_qpn = 1;
 
 struct EngineHostConfig {
   std::string name = "host";
@@ -58,6 +63,16 @@ class EngineHost {
                                         std::unique_ptr<transport::CongestionControl> congestion,
                                         std::string& error);
   [[nodiscard]] transport::Connection* connection(std::uint32_t local_qpn) noexcept;
+  // Destroys a connection (its timers go with it); false if there is none.
+  bool remove_connection(std::uint32_t local_qpn);
+
+  // Frames addressed to QP 1 (the connection manager's, lib/cm) go to this
+  // handler instead of a connection; without one they count as unknown QPN.
+  using ManagementHandler = std::function<void(std::uint64_t now_ns, const wire::ParsedFrame&)>;
+  void set_management_handler(ManagementHandler handler) { management_ = std::move(handler); }
+  // Queues one whole frame (ICRC included) for transmission with the
+  // connections' frames; false when no mbuf was free (counted).
+  bool send_frame(std::span<const std::uint8_t> frame);
   [[nodiscard]] transport::MemoryRegistry& memory() noexcept { return memory_; }
 
   // One turn; returns frames received + frames transmitted (0: idle).
@@ -97,6 +112,7 @@ class EngineHost {
   std::vector<std::uint8_t> rx_scratch_;
   EngineCounters counters_;
   std::uint64_t last_poll_ns_ = 0;
+  ManagementHandler management_;
 };
 
 }  // namespace metaroce::engine

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <vector>
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace metaroce::engine {
@@ -102,7 +104,13 @@ bool Port::configure(const PortSetup& setup, std::string& error) {
     return false;
   }
   // Not every PMD can set an MTU (net_ring cannot): that is not an error.
-  if (int rc = rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(setup.mtu)); rc != 0 && rc != -ENOTSUP) {
+  // net_af_packet reports a 1518-byte frame limit that ethdev enforces on
+  // set_mtu, yet carries whatever the kernel interface's MTU and the
+  // socket ring's framesz allow: there the interface's MTU rules.
+  const bool af_packet = info.driver_name != nullptr && std::string_view(info.driver_name) == "net_af_packet";
+  const bool skip_mtu = af_packet && setup.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen;
+  if (int rc = skip_mtu ? 0 : rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(setup.mtu));
+      rc != 0 && rc != -ENOTSUP) {
     error = fmt::format("port '{}': cannot set mtu {}: {}; lower mtu= in the preset (max {})", name_, setup.mtu,
                         rte_strerror(-rc), info.max_mtu);
     return false;
