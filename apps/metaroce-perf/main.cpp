@@ -1,5 +1,6 @@
-// metaroce-perf: the ib_write_bw of metaroce. This slice: --loopback, both
-// ends in one process over a net_ring pair (see README.md, "metaroce-perf").
+// metaroce-perf: the ib_write_bw of metaroce. --loopback: both ends in one
+// process over a net_ring pair; --server / --client: one end each over a real
+// port (see README.md, "metaroce-perf").
 #include <rte_eal.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "metaroce-perf/loopback_run.hpp"
 #include "metaroce-perf/perf_options.hpp"
 #include "metaroce-perf/perf_report.hpp"
+#include "metaroce-perf/remote_run.hpp"
 
 namespace {
 
@@ -49,6 +51,11 @@ int main(int argc, char** argv) {
       break;
   }
 
+  if (options.role != perf::PerfRole::loopback && !options.capture_path.empty()) {
+    std::fprintf(stderr, "metaroce-perf: --capture is for --loopback; on a real port capture the interface "
+                         "(e.g. tcpdump -i IFACE -w FILE udp port 4791)\n");
+    return exit_usage;
+  }
   apps::PcapWriter capture;
   std::mutex capture_mutex;
   perf::FrameTap tap;
@@ -66,12 +73,15 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  if (!start_eal(options, error)) {
+  if (!(options.role == perf::PerfRole::loopback ? start_eal(options, error)
+                                                 : perf::start_remote_eal(options, error))) {
     std::fprintf(stderr, "metaroce-perf: %s\n", error.c_str());
     return exit_failed;
   }
   perf::print_header(stdout, options);
-  const perf::RunResult run = perf::run_loopback(options, tap, stdout);
+  const perf::RunResult run = options.role == perf::PerfRole::server   ? perf::run_server(options, stdout)
+                              : options.role == perf::PerfRole::client ? perf::run_client(options, stdout)
+                                                                       : perf::run_loopback(options, tap, stdout);
   int status = exit_ok;
   if (!run.error.empty()) {
     std::fprintf(stderr, "metaroce-perf: %s\n", run.error.c_str());

@@ -17,7 +17,20 @@ po::options_description describe() {
   po::options_description d("Options (EAL arguments go after `--`)");
   d.add_options()
       ("help,h", "print this help and exit")
-      ("loopback", "both ends in this process on two lcores over a net_ring pair (the default; the only mode of this slice)")
+      ("loopback", "both ends in this process on two lcores over a net_ring pair (the default when no port is given)")
+      ("server", "the receiving end on a real port: waits for a client, answers its connection requests, "
+                 "verifies what arrives (with --verify on the client), exits after the client's last size")
+      ("client", po::value<std::string>(), "the sending end: connect to the server at IPv4 ADDR over a real port")
+      ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
+      ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
+      ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by EAL "
+                                         "arguments after `--` (e.g. --vdev net_af_packet0,iface=veth0)")
+      ("local-ip", po::value<std::string>(), "this end's IPv4 address (--server, --client)")
+      ("peer-mac", po::value<std::string>(), "--client: MAC of the next hop towards the server (the server "
+                                             "itself, or the router between)")
+      ("cm-timeout", po::value<double>(), "--client: seconds to repeat connection requests before giving up (default 3)")
+      ("cc", po::value<std::string>(), "congestion control: metaroce | dcqcn | fixed (default: none, "
+                                       "--path-window bounds each path)")
       ("size,s", po::value<std::uint64_t>(), "message size in bytes (default 65536)")
       ("all-sizes,a", "every power of two from 2 B to 8 MiB")
       ("iters,n", po::value<std::uint64_t>(), "messages per size (default 5000)")
@@ -175,6 +188,57 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       message = fmt::format("--fabric: {}", spec.error);
       return ParseOutcome::error;
     }
+  }
+  const int roles = int(vm.count("loopback")) + int(vm.count("server")) + int(vm.count("client"));
+  if (roles > 1) {
+    message = "--loopback, --server and --client exclude each other: give one";
+    return ParseOutcome::error;
+  }
+  if (vm.count("server")) o.role = PerfRole::server;
+  if (vm.count("client")) {
+    o.role = PerfRole::client;
+    o.server_address = vm["client"].as<std::string>();
+  }
+  o.loopback = o.role == PerfRole::loopback;
+  if (vm.count("preset")) o.preset_path = vm["preset"].as<std::string>();
+  if (vm.count("iface")) o.iface = vm["iface"].as<std::string>();
+  if (vm.count("port")) o.port_name = vm["port"].as<std::string>();
+  if (vm.count("local-ip")) o.local_ip = vm["local-ip"].as<std::string>();
+  if (vm.count("peer-mac")) o.peer_mac = vm["peer-mac"].as<std::string>();
+  if (vm.count("cc")) o.cc = vm["cc"].as<std::string>();
+  if (vm.count("cm-timeout")) {
+    o.cm_timeout_s = vm["cm-timeout"].as<double>();
+    if (!(o.cm_timeout_s > 0.0 && o.cm_timeout_s <= 3600.0)) {
+      message = fmt::format("--cm-timeout {} is out of range: give seconds in (0, 3600]", o.cm_timeout_s);
+      return ParseOutcome::error;
+    }
+  }
+  if (o.role != PerfRole::loopback) {
+    const char* role = o.role == PerfRole::server ? "--server" : "--client";
+    if (o.preset_path.empty() == o.port_name.empty()) {
+      message = fmt::format("{} needs a port: give --preset FILE (drivers-config/*.ini) or --port NAME with its "
+                            "EAL device after `--`", role);
+      return ParseOutcome::error;
+    }
+    if (o.local_ip.empty()) {
+      message = fmt::format("{} needs this end's address: give --local-ip A.B.C.D", role);
+      return ParseOutcome::error;
+    }
+    if (o.role == PerfRole::client && o.peer_mac.empty()) {
+      message = "--client needs the next hop's MAC: give --peer-mac xx:xx:xx:xx:xx:xx (the server's, or the "
+                "router's when one is in between)";
+      return ParseOutcome::error;
+    }
+    if (!o.fabric_spec.empty()) {
+      message = fmt::format("--fabric is for --loopback only: impair the real link instead (e.g. tc or "
+                            "metaroce-fabric), or drop --fabric");
+      return ParseOutcome::error;
+    }
+  } else if (!o.preset_path.empty() || !o.port_name.empty() || !o.local_ip.empty() || !o.peer_mac.empty() ||
+             !o.iface.empty()) {
+    message = "--preset, --port, --iface, --local-ip and --peer-mac are for --server/--client: --loopback makes "
+              "its own net_ring pair";
+    return ParseOutcome::error;
   }
   o.verify = vm.count("verify") != 0;
   o.report_gbits = vm.count("report-gbits") != 0;

@@ -20,8 +20,22 @@ enum class PerfTest : std::uint8_t { bw, lat };
   return op == PerfOp::write ? "write" : op == PerfOp::write_imm ? "write-imm" : "send";
 }
 
+// loopback: both ends here over a net_ring pair. server / client: one end
+// each, over a real port, connected by the in-band connection manager.
+enum class PerfRole : std::uint8_t { loopback, server, client };
+
 struct PerfOptions {
-  bool loopback = true;
+  bool loopback = true;  // role == loopback
+  PerfRole role = PerfRole::loopback;
+  std::string server_address;  // --client ADDR (IPv4)
+  std::string preset_path;     // --preset FILE (drivers-config)
+  std::string iface;           // --iface NAME: the preset's iface= (net_af_packet, net_tap)
+  std::string port_name;       // --port NAME: an EAL device given after `--` (instead of --preset)
+  std::string local_ip;        // --local-ip ADDR: this end's IPv4 address
+  std::string peer_mac;        // --peer-mac MAC: the next hop towards the server (client)
+  std::string cc;              // --cc NAME; empty: no congestion control (path_window bounds each path)
+  double cm_timeout_s = 3.0;   // --cm-timeout: connection requests are repeated for this long
+  bool server_once = true;     // the server exits after the client's last connection
   std::vector<std::uint64_t> sizes = {65536};  // one, or every power of two with -a
   std::uint64_t iterations = 5000;             // messages per size (unless -D)
   double duration_s = 0.0;                     // -D: seconds per size instead of -n

@@ -25,17 +25,25 @@ double bandwidth(const PerfOptions& o, double bits_per_second) {
 
 void print_header(std::FILE* out, const PerfOptions& o) {
   std::fputs(rule, out);
-  std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, loopback over net_ring)\n",
+  std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
                o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
-               o.test == PerfTest::lat ? "Latency" : "BW");
+               o.test == PerfTest::lat ? "Latency" : "BW",
+               o.role == PerfRole::server   ? "server"
+               : o.role == PerfRole::client ? "client"
+                                            : "loopback over net_ring");
   std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
   std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
   std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
   std::fprintf(out, " TX depth      : %u\n", o.tx_depth);
   std::fprintf(out, " Verify        : %s\n", o.verify ? "every byte" : "off");
-  std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
+  if (o.role == PerfRole::loopback)
+    std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
+  else
+    std::fprintf(out, " Congestion    : %s\n", o.cc.empty() ? "none (path window)" : o.cc.c_str());
   const std::uint32_t threshold = loopback_zero_copy_threshold(o);
-  if (threshold == engine::zero_copy_never)
+  if (o.role != PerfRole::loopback)
+    std::fprintf(out, " Zero copy     : as the port's preset says (zero_copy_threshold)\n");
+  else if (threshold == engine::zero_copy_never)
     std::fprintf(out, " Zero copy     : off, payloads copied (faster over net_ring; --zero-copy-threshold N)\n");
   else
     std::fprintf(out, " Zero copy     : payloads >= %u B attached in place\n", threshold);

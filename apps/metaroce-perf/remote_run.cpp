@@ -1,0 +1,712 @@
+#include "metaroce-perf/remote_run.hpp"
+
+#include <arpa/inet.h>
+#include <rte_cycles.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cc/registry.hpp"
+#include "cm/manager.hpp"
+#include "engine/eal.hpp"
+#include "engine/engine_host.hpp"
+#include "engine/port.hpp"
+#include "engine/preset.hpp"
+#include "metaroce-perf/message_pattern.hpp"
+#include "wire/byte_order.hpp"
+
+namespace metaroce::perf {
+
+namespace {
+
+constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
+constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
+constexpr std::uint64_t peak_window_ns = 100'000'000;
+constexpr std::uint64_t no_message = ~std::uint64_t{0};
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_signal(int) { interrupted.store(true); }
+
+// --- private data of the CM messages (big-endian) -------------------------
+
+// REQ: what the client will send.
+struct Offer {
+  PerfOp op = PerfOp::write;
+  bool verify = false;
+  std::uint32_t slots = 0;
+  std::uint64_t size = 0;
+  std::uint32_t receives_per_stream = 0;
+};
+std::vector<std::uint8_t> encode(const Offer& o) {
+  std::vector<std::uint8_t> b(20, 0);
+  b[0] = static_cast<std::uint8_t>(o.op);
+  b[1] = o.verify ? 1 : 0;
+  wire::store_be32(b.data() + 4, o.slots);
+  wire::store_be64(b.data() + 8, o.size);
+  wire::store_be32(b.data() + 16, o.receives_per_stream);
+  return b;
+}
+bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
+  if (b.size() < 20 || b[0] > static_cast<std::uint8_t>(PerfOp::send)) return false;
+  o.op = static_cast<PerfOp>(b[0]);
+  o.verify = b[1] != 0;
+  o.slots = wire::load_be32(b.data() + 4);
+  o.size = wire::load_be64(b.data() + 8);
+  o.receives_per_stream = wire::load_be32(b.data() + 16);
+  return o.size >= 1 && o.size <= (std::uint64_t{1} << 30) && o.slots >= 1 &&
+         o.slots * o.size <= 2 * slot_budget_bytes + o.size && o.receives_per_stream <= 65536;
+}
+
+// REP: where to write.
+struct Target {
+  std::uint64_t addr = 0;
+  std::uint32_t rkey = 0;
+};
+std::vector<std::uint8_t> encode(const Target& t) {
+  std::vector<std::uint8_t> b(12, 0);
+  wire::store_be64(b.data(), t.addr);
+  wire::store_be32(b.data() + 8, t.rkey);
+  return b;
+}
+
+// DREQ: what the client did; DREP: what the server found.
+struct ClientSummary {
+  std::uint64_t completed = 0;  // messages completed successfully at the client, 0..completed-1
+  bool last = false;            // no more connections follow
+};
+struct ServerSummary {
+  std::uint64_t received = 0;  // messages completed (write-imm, send) or checked (write) at the server
+  std::uint64_t wrong = 0;
+  std::uint64_t first_wrong = no_message;
+};
+std::vector<std::uint8_t> encode(const ClientSummary& s) {
+  std::vector<std::uint8_t> b(9, 0);
+  wire::store_be64(b.data(), s.completed);
+  b[8] = s.last ? 1 : 0;
+  return b;
+}
+std::vector<std::uint8_t> encode(const ServerSummary& s) {
+  std::vector<std::uint8_t> b(24, 0);
+  wire::store_be64(b.data(), s.received);
+  wire::store_be64(b.data() + 8, s.wrong);
+  wire::store_be64(b.data() + 16, s.first_wrong);
+  return b;
+}
+template <class T>
+bool decode_summary(const std::vector<std::uint8_t>& b, T& s);
+template <>
+bool decode_summary(const std::vector<std::uint8_t>& b, ClientSummary& s) {
+  if (b.size() < 9) return false;
+  s.completed = wire::load_be64(b.data());
+  s.last = b[8] != 0;
+  return true;
+}
+template <>
+bool decode_summary(const std::vector<std::uint8_t>& b, ServerSummary& s) {
+  if (b.size() < 24) return false;
+  s.received = wire::load_be64(b.data());
+  s.wrong = wire::load_be64(b.data() + 8);
+  s.first_wrong = wire::load_be64(b.data() + 16);
+  return true;
+}
+
+bool parse_ipv4(const std::string& text, std::uint32_t& out) {
+  in_addr a{};
+  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
+  out = ntohl(a.s_addr);
+  return true;
+}
+
+bool parse_mac(const std::string& text, wire::MacAddress& out) {
+  unsigned v[6];
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) {
+    if (v[i] > 255) return false;
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v[i]);
+  }
+  return true;
+}
+
+std::string mac_string(const wire::MacAddress& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+// The preset with --iface applied, or nothing (--port).
+bool load_remote_preset(const PerfOptions& o, engine::DriverPreset& preset, std::string& error) {
+  if (!engine::load_preset(o.preset_path, preset, error)) return false;
+  if (!o.iface.empty()) {
+    std::string args = preset.port.vdev_args;
+    const auto at = args.find("iface=");
+    if (at == std::string::npos) {
+      args = "iface=" + o.iface + (args.empty() ? "" : "," + args);
+    } else {
+      const auto end = args.find(',', at);
+      args.replace(at, end == std::string::npos ? std::string::npos : end - at, "iface=" + o.iface);
+    }
+    preset.port.vdev_args = args;
+  }
+  return true;
+}
+
+// One end: a port, its engine host and a connection manager, on this lcore.
+struct Endpoint {
+  std::unique_ptr<engine::Port> port;
+  std::unique_ptr<engine::EngineHost> host;
+  std::unique_ptr<cm::Manager> cm;
+  std::vector<cm::Event> events;
+  std::vector<std::vector<std::uint8_t>> cm_frames;
+  std::uint32_t idle_sleep_us = 0;
+
+  ~Endpoint() {
+    host.reset();  // connections and tx mbufs first
+    if (port) port->stop();
+  }
+
+  // One turn: what the connection manager has to send (answers to last
+  // turn's events included, e.g. a DREP with the summary the application
+  // set), then the engine's turn; new events land in `events`.
+  std::size_t turn() {
+    cm_frames.clear();
+    cm->poll(host->now_ns(), cm_frames);
+    for (const auto& f : cm_frames) host->send_frame(f);
+    const std::size_t work = host->poll_once();
+    cm->take_events(events);
+    return work + cm_frames.size();
+  }
+  void idle(std::size_t work) const {
+    if (work == 0 && idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us));
+  }
+};
+
+bool open_endpoint(const PerfOptions& o, Endpoint& e, std::string& error) {
+  engine::PortSetup setup;
+  engine::EngineHostConfig host_config;
+  std::string device = o.port_name;
+  if (!o.preset_path.empty()) {
+    engine::DriverPreset preset;
+    if (!load_remote_preset(o, preset, error)) return false;
+    setup = engine::port_setup(preset);
+    device = engine::is_vdev(preset.port.driver) ? fmt::format("{}0", engine::to_string(preset.port.driver))
+                                                 : preset.port.pci;
+    e.port = engine::Port::open(device, setup, error);
+    if (!e.port) return false;
+    host_config = engine::host_config(preset, e.port->multi_segment_tx());
+  } else {
+    setup.mtu = std::max<std::uint32_t>(o.mtu + 128, 1500);
+    e.port = engine::Port::open(device, setup, error);
+    if (!e.port) return false;
+    host_config.multi_segment_tx = e.port->multi_segment_tx();
+  }
+  if (!e.port->start(error)) return false;
+  host_config.name = o.role == PerfRole::server ? "server" : "client";
+  host_config.port_id = e.port->id();
+  host_config.queue = 0;
+  host_config.idle_sleep_us = o.idle_sleep_us;
+  e.idle_sleep_us = o.idle_sleep_us;
+  e.host = engine::EngineHost::create(host_config, error);
+  if (!e.host) return false;
+  cm::ManagerConfig cm_config;
+  cm_config.local.local_mac = e.port->mac();
+  if (!parse_ipv4(o.local_ip, cm_config.local.local_ipv4)) {
+    error = fmt::format("--local-ip '{}' is not an IPv4 address (give A.B.C.D)", o.local_ip);
+    return false;
+  }
+  cm_config.retry_interval = 100'000'000;
+  cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
+  cm_config.max_mtu = 9000;
+  e.cm = std::make_unique<cm::Manager>(cm_config);
+  e.host->set_management_handler(
+      [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });
+  return true;
+}
+
+std::unique_ptr<transport::CongestionControl> make_cc(const std::string& name, std::string& error) {
+  if (name.empty() || name == "none") return nullptr;
+  return cc::make(name, cc::CcConfig{}, error);
+}
+
+void add(transport::ConnectionCounters& a, const transport::ConnectionCounters& b) {
+#define METAROCE_PERF_ADD(name, what) a.name += b.name;
+  METAROCE_CONNECTION_COUNTERS(METAROCE_PERF_ADD)
+#undef METAROCE_PERF_ADD
+}
+
+std::uint64_t retransmissions(const transport::Connection& c) {
+  std::uint64_t n = 0;
+  for (std::uint16_t p = 0; p < c.config().paths; ++p) n += c.path_info(p).retransmitted;
+  return n;
+}
+
+// ---------------------------------------------------------------- server ---
+
+struct Session {
+  transport::Connection* connection = nullptr;
+  Offer offer;
+  std::vector<std::uint8_t> write_region;
+  std::vector<std::uint8_t> receive_region;
+  std::uint32_t write_key = 0, receive_key = 0;
+  std::vector<std::uint64_t> expected_next;  // per stream
+  std::vector<transport::Completion> completions;
+  ServerSummary summary;
+  std::uint16_t streams = 1;
+  std::uint64_t started_ns = 0;
+  std::string problem;
+
+  void wrong(std::uint64_t m) {
+    ++summary.wrong;
+    if (summary.first_wrong == no_message) summary.first_wrong = m;
+  }
+  bool post_receive(std::uint64_t index, std::uint16_t stream) {
+    transport::ReceiveRequest r;
+    r.wr_id = index;
+    r.stream = stream;
+    r.addr = receive_region.data() + index * (offer.op == PerfOp::send ? offer.size : 0);
+    r.length = offer.op == PerfOp::send ? offer.size : 0;
+    r.lkey = receive_key;
+    return connection->post_receive(r) == transport::PostResult::ok;
+  }
+  // Completions of write-imm and send, checked as they come.
+  std::size_t poll() {
+    if (offer.op == PerfOp::write) return 0;
+    completions.clear();
+    connection->poll_completions(completions);
+    for (const auto& c : completions) {
+      if (c.status != transport::CompletionStatus::success) {
+        if (problem.empty()) problem = fmt::format("receive completion {}", transport::to_string(c.status));
+        continue;
+      }
+      const std::uint64_t m = expected_next[c.stream];
+      expected_next[c.stream] += streams;
+      bool ok = true;
+      if (offer.op == PerfOp::write_imm) {
+        ok = c.has_imm && c.imm == static_cast<std::uint32_t>(m);
+        if (ok && offer.verify) ok = check_pattern(write_region.data() + (m % offer.slots) * offer.size, offer.size, m);
+      } else {
+        ok = c.byte_len == offer.size;
+        if (ok && offer.verify) ok = check_pattern(receive_region.data() + c.wr_id * offer.size, offer.size, m);
+      }
+      if (!ok) wrong(m);
+      ++summary.received;
+      if (!post_receive(c.wr_id, c.stream) && problem.empty()) problem = "re-posting a receive was refused";
+    }
+    return completions.size();
+  }
+  // Plain WRITEs complete nothing here: at the end, each slot must hold the
+  // last message the client wrote into it.
+  void check_final_writes(std::uint64_t completed) {
+    if (offer.op != PerfOp::write) return;
+    const std::uint64_t slots = std::min<std::uint64_t>(offer.slots, completed);
+    for (std::uint64_t j = 0; j < slots; ++j) {
+      const std::uint64_t m = j + ((completed - 1 - j) / offer.slots) * offer.slots;
+      if (offer.verify && !check_pattern(write_region.data() + j * offer.size, offer.size, m)) wrong(m);
+      ++summary.received;
+    }
+  }
+};
+
+}  // namespace
+
+bool start_remote_eal(const PerfOptions& o, std::string& error) {
+  const std::string prefix = fmt::format("--file-prefix=metaroce-perf-{}", ::getpid());
+  if (!o.preset_path.empty()) {
+    engine::DriverPreset preset;
+    if (!load_remote_preset(o, preset, error)) return false;
+    engine::EalOptions eal = engine::eal_options(preset);
+    eal.program_name = "metaroce-perf";
+    eal.extra_args.push_back(prefix);
+    return engine::start_eal(eal, error);
+  }
+  std::vector<std::string> args = {"metaroce-perf", prefix};
+  args.insert(args.end(), o.eal_args.begin(), o.eal_args.end());
+  return engine::start_eal_with_arguments(args, error);
+}
+
+RunResult run_server(const PerfOptions& o, std::FILE* progress) {
+  RunResult run;
+  Endpoint e;
+  if (!open_endpoint(o, e, run.error)) return run;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::map<std::uint32_t, std::unique_ptr<Session>> sessions;
+  engine::EngineHost& host = *e.host;
+  e.cm->listen([&](const transport::ConnectionConfig& config, const cm::Message& request,
+                   std::vector<std::uint8_t>& reply) {
+    Offer offer;
+    if (!decode(request.private_data, offer)) return cm::RejectReason::bad_parameters;
+    std::string error;
+    auto congestion = make_cc(request.cc, error);
+    if (!error.empty()) return cm::RejectReason::bad_parameters;
+    auto s = std::make_unique<Session>();
+    s->offer = offer;
+    s->streams = config.streams;
+    s->started_ns = host.now_ns();
+    if (offer.op != PerfOp::send) s->write_region.assign(offer.slots * offer.size, 0);
+    const std::uint64_t receives = std::uint64_t{config.streams} * offer.receives_per_stream;
+    s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
+    transport::ConnectionConfig c = config;
+    // As the loopback: this VM stalls for milliseconds (doc/ENGINE.md).
+    c.initial_rto = 5'000'000;
+    c.min_rto = 2'000'000;
+    c.retry_limit = 50;
+    c.rnr_retry_limit = 50;
+    c.path_window = o.path_window;
+    s->connection = host.add_connection(c, std::move(congestion), error);
+    if (s->connection == nullptr) return cm::RejectReason::bad_parameters;
+    s->connection->connect();
+    if (!s->write_region.empty())
+      s->write_key = host.memory().register_region(s->write_region.data(), s->write_region.size(),
+                                                   transport::access_local_write | transport::access_remote_write);
+    s->receive_key = host.memory().register_region(s->receive_region.data(), s->receive_region.size(),
+                                                   transport::access_local_write);
+    s->expected_next.resize(config.streams);
+    for (std::uint16_t k = 0; k < config.streams; ++k) s->expected_next[k] = k;
+    if (offer.op != PerfOp::write)
+      for (std::uint16_t k = 0; k < config.streams; ++k)
+        for (std::uint32_t j = 0; j < offer.receives_per_stream; ++j)
+          if (!s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k))
+            return cm::RejectReason::no_resources;
+    reply = encode(Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
+    if (progress != nullptr)
+      std::fprintf(progress, " connection %#x from QP %#x: %s, %llu B messages, %u paths, %u streams, cc %s\n",
+                   c.local_qpn, c.peer_qpn, to_string(offer.op), static_cast<unsigned long long>(offer.size),
+                   c.paths, c.streams, request.cc.empty() ? "none" : request.cc.c_str());
+    sessions[c.local_qpn] = std::move(s);
+    return cm::RejectReason::none;
+  });
+  if (progress != nullptr) {
+    std::fprintf(progress, " Waiting for clients on %s (MAC %s, IPv4 %s); Ctrl-C stops\n", e.port->name().c_str(),
+                 mac_string(e.port->mac()).c_str(), o.local_ip.c_str());
+    std::fflush(progress);
+  }
+  bool finished = false;
+  std::uint64_t finish_at = 0;
+  const auto close_session = [&](std::uint32_t qpn, const transport::Connection& c) {
+    run.host_b = host.counters();
+    add(run.connection_b, c.counters());
+    host.remove_connection(qpn);
+    e.cm->forget(qpn);
+  };
+  while (!interrupted.load()) {
+    std::size_t work = e.turn();
+    for (auto& [qpn, s] : sessions) work += s->poll();
+    for (const auto& ev : e.events) {
+      const auto qpn = static_cast<std::uint32_t>(ev.id);
+      const auto it = sessions.find(qpn);
+      if (it == sessions.end()) continue;
+      Session& s = *it->second;
+      if (ev.kind == cm::EventKind::disconnected) {
+        ClientSummary client;
+        if (!decode_summary(ev.peer_private_data, client)) s.problem = "the client's disconnect carried no summary";
+        s.poll();
+        s.check_final_writes(client.completed);
+        e.cm->set_disconnect_reply(qpn, encode(s.summary));
+        SizeResult r;
+        r.size = s.offer.size;
+        r.messages = s.summary.received;
+        r.seconds = double(host.now_ns() - s.started_ns) / 1e9;
+        r.average_bps = r.seconds > 0 ? double(s.summary.received) * double(r.size) * 8.0 / r.seconds : 0.0;
+        r.peak_bps = r.average_bps;
+        r.message_rate = r.seconds > 0 ? double(s.summary.received) / r.seconds : 0.0;
+        r.wrong_messages = s.summary.wrong;
+        if (s.offer.op != PerfOp::write && s.summary.received < client.completed)
+          r.missing_messages = client.completed - s.summary.received;
+        r.first_problem = !s.problem.empty() ? s.problem
+                          : s.summary.wrong != 0
+                              ? fmt::format("message {} arrived with wrong bytes", s.summary.first_wrong)
+                              : r.missing_messages != 0 ? fmt::format("{} messages never arrived", r.missing_messages)
+                                                        : std::string();
+        if (progress != nullptr)
+          std::fprintf(progress, " connection %#x closed: %llu messages %s, %llu wrong%s%s\n", qpn,
+                       static_cast<unsigned long long>(s.summary.received),
+                       s.offer.verify ? "checked" : "received (not verified: the client did not ask)",
+                       static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
+                       r.first_problem.c_str());
+        run.sizes.push_back(r);
+        close_session(qpn, *s.connection);
+        sessions.erase(it);
+        if (client.last && o.server_once) {
+          finished = true;
+          finish_at = host.now_ns() + 200'000'000;  // answer duplicate DREQs for a while
+        }
+      } else if (ev.kind == cm::EventKind::superseded) {
+        if (progress != nullptr)
+          std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
+        close_session(qpn, *s.connection);
+        sessions.erase(it);
+      }
+    }
+    e.events.clear();
+    if (finished && host.now_ns() >= finish_at) break;
+    e.idle(work);
+  }
+  if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
+  for (auto& [qpn, s] : sessions) add(run.connection_b, s->connection->counters());
+  host.refresh_port_counters();
+  run.host_b = host.counters();
+  return run;
+}
+
+// ---------------------------------------------------------------- client ---
+
+namespace {
+
+bool wait_for(Endpoint& e, std::uint64_t id, cm::EventKind kind, cm::Event& out) {
+  for (;;) {
+    const std::size_t work = e.turn();
+    for (auto& ev : e.events) {
+      if (ev.id != id) continue;
+      if (ev.kind == kind || ev.kind == cm::EventKind::failed) {
+        out = std::move(ev);
+        e.events.clear();
+        return out.kind == kind;
+      }
+    }
+    e.events.clear();
+    if (interrupted.load()) {
+      out.error = "interrupted";
+      return false;
+    }
+    e.idle(work);
+  }
+}
+
+bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool last, std::FILE* progress,
+                 RunResult& run) {
+  engine::EngineHost& host = *e.host;
+  const auto slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  Offer offer;
+  offer.op = o.op;
+  offer.verify = o.verify;
+  offer.slots = slots;
+  offer.size = size;
+  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
+  offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      per_stream_in_flight + 1,
+      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams) : ~0ull)));
+
+  cm::ConnectRequest request;
+  request.connection.mode = o.mode;
+  request.connection.mtu = o.mtu;
+  request.connection.paths = o.paths;
+  request.connection.streams = o.streams;
+  request.connection.path_window = o.path_window;
+  request.connection.initial_rto = 5'000'000;
+  request.connection.min_rto = 2'000'000;
+  request.connection.retry_limit = 50;
+  request.connection.rnr_retry_limit = 50;
+  if (!parse_ipv4(o.server_address, request.connection.endpoints.peer_ipv4)) {
+    run.error = fmt::format("--client '{}' is not an IPv4 address (give A.B.C.D)", o.server_address);
+    return false;
+  }
+  if (!parse_mac(o.peer_mac, request.connection.endpoints.peer_mac)) {
+    run.error = fmt::format("--peer-mac '{}' is not a MAC address (give xx:xx:xx:xx:xx:xx)", o.peer_mac);
+    return false;
+  }
+  request.cc = o.cc;
+  request.private_data = encode(offer);
+  std::string error;
+  const std::uint64_t id = e.cm->connect(host.now_ns(), request, error);
+  if (id == 0) {
+    run.error = error;
+    return false;
+  }
+  cm::Event established;
+  if (!wait_for(e, id, cm::EventKind::established, established)) {
+    run.error = established.error;
+    return false;
+  }
+  if (established.peer_private_data.size() < 12) {
+    run.error = "the server's reply carried no buffer address: is it a metaroce-perf --server?";
+    return false;
+  }
+  const std::uint64_t remote_base = wire::load_be64(established.peer_private_data.data());
+  const std::uint32_t rkey = wire::load_be32(established.peer_private_data.data() + 8);
+  auto congestion = make_cc(established.cc, error);
+  if (!error.empty()) {
+    run.error = error;
+    return false;
+  }
+  transport::Connection* connection = host.add_connection(established.config, std::move(congestion), error);
+  if (connection == nullptr) {
+    run.error = error;
+    return false;
+  }
+  connection->connect();
+  transport::Connection& sender = *connection;
+
+  std::vector<std::uint8_t> source(std::uint64_t{slots} * size, 0x5a);
+  const std::uint32_t lkey =
+      host.memory().register_region(source.data(), source.size(), transport::access_local_write);
+  SizeResult result;
+  result.size = size;
+  std::vector<bool> slot_busy(slots, false);
+  std::vector<std::uint64_t> slot_posted_ns(slots, 0);
+  std::vector<std::uint64_t> latencies_ns;
+  std::vector<transport::Completion> completions;
+  std::uint64_t posted = 0, completed = 0, failed = 0;
+  const std::uint64_t t0 = host.now_ns();
+  const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
+  std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
+  bool posting = true;
+  std::string problem;
+  const std::uint64_t sent_before = sender.counters().data_packets_sent + sender.counters().retransmitted_packets;
+  for (;;) {
+    const std::uint64_t turn_start = rte_rdtsc();
+    const std::uint64_t posted_before = posted;
+    std::size_t work = e.turn();
+    e.events.clear();
+    const std::uint64_t now = host.now_ns();
+    completions.clear();
+    sender.poll_completions(completions);
+    work += completions.size();
+    for (const auto& c : completions) {
+      const std::uint32_t slot = static_cast<std::uint32_t>(c.wr_id % slots);
+      slot_busy[slot] = false;
+      last_event = end = now;
+      if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
+      if (c.status != transport::CompletionStatus::success) {
+        ++failed;
+        if (problem.empty())
+          problem = fmt::format("message {} completed with {}", c.wr_id, transport::to_string(c.status));
+        continue;
+      }
+      ++completed;
+    }
+    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
+    if (interrupted.load()) posting = false;
+    while (posting && posted - completed - failed < o.tx_depth && !slot_busy[posted % slots] && failed == 0) {
+      const std::uint64_t m = posted;
+      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
+      if (o.verify) fill_pattern(source.data() + std::uint64_t{slot} * size, size, m);
+      transport::SendRequest r;
+      r.wr_id = m;
+      r.op = o.op == PerfOp::write ? transport::SendOp::write
+             : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
+      r.stream = static_cast<std::uint16_t>(m % o.streams);
+      r.local_addr = source.data() + std::uint64_t{slot} * size;
+      r.length = size;
+      r.lkey = lkey;
+      r.remote_addr = remote_base + std::uint64_t{slot} * size;
+      r.rkey = rkey;
+      r.imm = static_cast<std::uint32_t>(m);
+      const auto pr = sender.post_send(r);
+      if (pr != transport::PostResult::ok) {
+        problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
+        posting = false;
+        break;
+      }
+      slot_busy[slot] = true;
+      slot_posted_ns[slot] = now;
+      ++posted;
+      last_event = now;
+    }
+    if (now - window_start >= peak_window_ns) {
+      result.peak_bps = std::max(result.peak_bps, double(completed - window_done) * double(size) * 8e9 /
+                                                      double(now - window_start));
+      window_start = now;
+      window_done = completed;
+    }
+    if (progress != nullptr && now - last_progress >= 1'000'000'000) {
+      std::fprintf(progress, "[%6.1f s] %llu B: %.2f Gb/s, %llu messages, %llu retransmitted\n",
+                   double(now - t0) / 1e9, static_cast<unsigned long long>(size),
+                   double(completed - progress_done) * double(size) * 8.0 / double(now - last_progress),
+                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions(sender)));
+      std::fflush(progress);
+      last_progress = now;
+      progress_done = completed;
+    }
+    if (!posting && completed + failed == posted) break;
+    ++result.sender_turns;
+    if (work != 0 || posted != posted_before) {
+      ++result.sender_busy_turns;
+      result.sender_busy_cycles += rte_rdtsc() - turn_start;
+    }
+    if (!posting && now - last_event > drain_limit_ns) {
+      if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
+      break;
+    }
+    e.idle(work);
+  }
+
+  // The server's view: what it received and verified.
+  ClientSummary mine;
+  mine.completed = completed;
+  mine.last = last;
+  cm::Event closed;
+  ServerSummary theirs;
+  if (!e.cm->disconnect(host.now_ns(), id, encode(mine), error)) {
+    problem = error;
+  } else if (!wait_for(e, id, cm::EventKind::disconnected, closed) || !closed.error.empty() ||
+             !decode_summary(closed.peer_private_data, theirs)) {
+    if (problem.empty())
+      problem = closed.error.empty() ? "the server's disconnect reply carried no summary" : closed.error;
+  }
+  result.messages = completed;
+  result.seconds = double(end - t0) / 1e9;
+  result.average_bps = result.seconds > 0 ? double(completed) * double(size) * 8.0 / result.seconds : 0.0;
+  result.peak_bps = std::max(result.peak_bps, result.average_bps);
+  result.message_rate = result.seconds > 0 ? double(completed) / result.seconds : 0.0;
+  result.wrong_messages = theirs.wrong;
+  result.missing_messages = posted - completed;
+  if (theirs.received < completed && (o.op != PerfOp::write || theirs.received < std::min<std::uint64_t>(completed, slots)))
+    result.missing_messages += completed - theirs.received;
+  if (problem.empty() && theirs.wrong != 0)
+    problem = fmt::format("the server found wrong bytes in {} messages, the first message {}", theirs.wrong,
+                          theirs.first_wrong);
+  result.first_problem = problem;
+  result.packets_sent = sender.counters().data_packets_sent + sender.counters().retransmitted_packets - sent_before;
+  if (result.packets_sent != 0)
+    result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
+  if (!latencies_ns.empty()) {
+    std::sort(latencies_ns.begin(), latencies_ns.end());
+    const auto at = [&](double q) {
+      const auto rank = static_cast<std::size_t>(std::ceil(q * double(latencies_ns.size())));
+      return double(latencies_ns[std::clamp<std::size_t>(rank, 1, latencies_ns.size()) - 1]) / 1e3;
+    };
+    double sum = 0;
+    for (const auto v : latencies_ns) sum += double(v);
+    result.lat_min_us = double(latencies_ns.front()) / 1e3;
+    result.lat_p50_us = at(0.50);
+    result.lat_p99_us = at(0.99);
+    result.lat_max_us = double(latencies_ns.back()) / 1e3;
+    result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
+  }
+  add(run.connection_a, sender.counters());
+  run.retransmitted += retransmissions(sender);
+  run.sizes.push_back(result);
+  host.remove_connection(established.config.local_qpn);
+  host.memory().deregister(lkey);
+  return true;
+}
+
+}  // namespace
+
+RunResult run_client(const PerfOptions& o, std::FILE* progress) {
+  RunResult run;
+  Endpoint e;
+  if (!open_endpoint(o, e, run.error)) return run;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  for (std::size_t i = 0; i < o.sizes.size(); ++i)
+    if (!client_size(o, e, o.sizes[i], i + 1 == o.sizes.size(), progress, run)) break;
+  // Let the last RTU / DREQ answers out before the port stops.
+  for (int i = 0; i < 100; ++i) e.turn();
+  e.host->refresh_port_counters();
+  run.host_a = e.host->counters();
+  return run;
+}
+
+}  // namespace metaroce::perf

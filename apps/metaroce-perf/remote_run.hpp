@@ -1,0 +1,29 @@
+// metaroce-perf --server / --client: one end per process, each on a real
+// DPDK port (a drivers-config preset, e.g. net_af_packet on a veth), joined
+// by the in-band connection manager (lib/cm). One connection per message
+// size: the client's REQ says what it will send (operation, size, slots,
+// verify); the server's REP gives the buffer address and rkey; the client's
+// DREQ says how many messages it completed and the server's DREP answers
+// with what it received and verified, so the client's table and exit status
+// cover both ends.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "metaroce-perf/loopback_run.hpp"
+#include "metaroce-perf/perf_options.hpp"
+
+namespace metaroce::perf {
+
+// Starts EAL for --server/--client: from the preset (its lcores, memory,
+// hugepages and vdev; --iface replaces the vdev's iface=), or from the EAL
+// arguments after `--`. A per-process file prefix lets two run on one host.
+bool start_remote_eal(const PerfOptions& options, std::string& error);
+
+// Need a started EAL. `progress` gets a line each second and the server's
+// per-connection summaries.
+RunResult run_server(const PerfOptions& options, std::FILE* progress);
+RunResult run_client(const PerfOptions& options, std::FILE* progress);
+
+}  // namespace metaroce::perf
