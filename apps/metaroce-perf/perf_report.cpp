@@ -98,7 +98,8 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
 bool write_json(const std::string& path, const PerfOptions& o, const RunResult& run, std::string& error) {
   apps::JsonLine j;
   j.add("tool", "metaroce-perf")
-      .add("loopback", true)
+      .add("loopback", o.role == PerfRole::loopback)
+      .add("role", o.role == PerfRole::server ? "server" : o.role == PerfRole::client ? "client" : "loopback")
       .add("mode", std::string(transport::to_string(o.mode)))
       .add("op", to_string(o.op))
       .add("test", o.test == PerfTest::lat ? "lat" : "bw")

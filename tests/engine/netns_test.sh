@@ -1,0 +1,146 @@
+#!/bin/bash
+# Two metaroce-perf processes in two network namespaces, each on a
+# net_af_packet port on a veth, joined through a third namespace that is a
+# plain Linux router (IP forwarding, static neighbours): nftables drops 1% of
+# the RoCE packets it forwards at random (numgen) and tc tbf limits its
+# egress towards the server. For each mode a 256 MiB transfer (256 x 1 MiB
+# WRITE_WITH_IMMEDIATE, every byte checked by the server) must complete, and
+# the router's counters must agree with the client's retransmissions:
+#   metaroce: retransmitted data packets == data packets the router dropped
+#             (a SACK gap is the only loss signal: exactly the lost ones);
+#   rocev2:   retransmitted >= dropped (go-back-N resends what followed too).
+# Always removes what it created. Not root: says so and skips. Prints TAP.
+# Usage: netns_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
+perf="$1"
+presets="$2"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "1..0 # SKIP not root: network namespaces, veths and nftables need root (run tools/test as root)"
+  exit 0
+fi
+for tool in ip nft tc jq; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "1..0 # SKIP '$tool' is missing: run tools/setup (it installs iproute2, nftables and jq)"
+    exit 0
+  fi
+done
+
+tag=$$
+ns_c="mr-c-$tag" ns_r="mr-r-$tag" ns_s="mr-s-$tag"
+work=$(mktemp -d)
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  for ns in "$ns_c" "$ns_r" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+  n=$((n + 1)); failed=1; echo "not ok $n - $1"
+  for f in "$work"/client.out "$work"/server.out; do [ -f "$f" ] && tail -15 "$f" | sed "s|^|# $(basename "$f"): |"; done
+}
+check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+
+# Topology: [ns_c: c0] <-> [r0 ns_r r1] <-> [s0: ns_s]
+#             10.77.1.2    10.77.1.1  10.77.2.1    10.77.2.2
+set -e
+for ns in "$ns_c" "$ns_r" "$ns_s"; do ip netns add "$ns"; done
+ip link add c0 netns "$ns_c" type veth peer name r0 netns "$ns_r"
+ip link add s0 netns "$ns_s" type veth peer name r1 netns "$ns_r"
+for pair in "$ns_c c0" "$ns_r r0" "$ns_r r1" "$ns_s s0"; do
+  set -- $pair
+  ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+  ip -n "$1" link set "$2" mtu 9000 up
+done
+mac() { ip -n "$1" -j link show "$2" | jq -r '.[0].address'; }
+mac_c0=$(mac "$ns_c" c0) mac_r0=$(mac "$ns_r" r0) mac_s0=$(mac "$ns_s" s0)
+ip -n "$ns_r" addr add 10.77.1.1/24 dev r0
+ip -n "$ns_r" addr add 10.77.2.1/24 dev r1
+ip netns exec "$ns_r" sysctl -qw net.ipv4.ip_forward=1
+# The DPDK ends answer no ARP: the router knows them statically.
+ip -n "$ns_r" neigh replace 10.77.1.2 lladdr "$mac_c0" dev r0 nud permanent
+ip -n "$ns_r" neigh replace 10.77.2.2 lladdr "$mac_s0" dev r1 nud permanent
+# 1% of the RoCE packets forwarded either way, at random; data packets
+# (metaroce 0xc0-0xc3, RC SEND/WRITE 0x00-0x0b) counted apart from the rest
+# (ACKs, probes, CNPs, connection management). @th,64,8 is the BTH opcode.
+ip netns exec "$ns_r" nft -f - <<NFT
+table inet metaroce_test {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    udp dport 4791 numgen random mod 1000 < 10 meta mark set 0x1
+    meta mark 0x1 iifname "r0" @th,64,8 { 0x00-0x0b, 0xc0-0xc3 } counter name data_c2s drop
+    meta mark 0x1 iifname "r1" @th,64,8 { 0x00-0x0b, 0xc0-0xc3 } counter name data_s2c drop
+    meta mark 0x1 counter name other drop
+    iifname "r0" udp dport 4791 counter name forwarded_c2s
+  }
+  counter data_c2s {}
+  counter data_s2c {}
+  counter other {}
+  counter forwarded_c2s {}
+}
+NFT
+# The bottleneck: 1 Gb/s towards the server, a 4 MB queue.
+ip netns exec "$ns_r" tc qdisc add dev r1 root tbf rate 1gbit burst 64kb limit 4mb
+set +e
+
+nft_count() { ip netns exec "$ns_r" nft -j list counter inet metaroce_test "$1" | jq '.nftables[1].counter.packets'; }
+tbf_drops() { ip netns exec "$ns_r" tc -j -s qdisc show dev r1 | jq '.[0].drops'; }
+reset_counters() {
+  ip netns exec "$ns_r" nft reset counters table inet metaroce_test >/dev/null
+  ip netns exec "$ns_r" tc qdisc replace dev r1 root tbf rate 1gbit burst 64kb limit 4mb
+}
+
+echo "1..10"
+run_mode() {  # mode extra-args...
+  local mode="$1"; shift
+  reset_counters
+  rm -f "$work"/*.json "$work"/*.out
+  ip netns exec "$ns_s" "$perf" --server --preset "$presets/net_af_packet.ini" --iface s0 --local-ip 10.77.2.2 \
+    --idle-sleep-us 5 --json "$work/server.json" >"$work/server.out" 2>&1 &
+  server_pid=$!
+  sleep 1
+  timeout 240 ip netns exec "$ns_c" "$perf" --client 10.77.2.2 --peer-mac "$mac_r0" \
+    --preset "$presets/net_af_packet.ini" --iface c0 --local-ip 10.77.1.2 --mode "$mode" "$@" \
+    -s 1048576 -n 256 --op write-imm --verify --idle-sleep-us 5 --json "$work/client.json" >"$work/client.out" 2>&1
+  client_status=$?
+  wait "$server_pid"
+  server_status=$?
+  server_pid=
+  check "$mode: 256 MiB through the router completes, every byte verified by the server" \
+    "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] && grep -q 'connection .* closed: 256 messages checked, 0 wrong' '$work/server.out' \
+     && jq -e '.ok == true and .results[0].iterations == 256' '$work/client.json' >/dev/null"
+  dropped=$(nft_count data_c2s)
+  tbf=$(tbf_drops)
+  retransmitted=$(jq '.retransmitted' "$work/client.json" 2>/dev/null)
+  forwarded=$(nft_count forwarded_c2s)
+  echo "# $mode: router forwarded $forwarded RoCE packets to the server, dropped $dropped data packets on the way" \
+       "(and $(nft_count data_s2c) data / $(nft_count other) other packets), tbf dropped $tbf; client retransmitted $retransmitted"
+  # 1% of what crossed (binomial: 3 sigma of 65536 x 1% is about 240).
+  check "$mode: the router dropped 1% of the data packets, give or take" \
+    "[ -n '$dropped' ] && [ -n '$forwarded' ] && [ $((dropped * 1000)) -ge $(((forwarded + dropped) * 6)) ] \
+     && [ $((dropped * 1000)) -le $(((forwarded + dropped) * 14)) ]"
+}
+
+run_mode metaroce --paths 4 --cc metaroce
+check "metaroce: retransmissions == data packets the router dropped (tbf dropped none)" \
+  "[ '$tbf' = 0 ] && [ '$retransmitted' = '$dropped' ]"
+check "metaroce: the server counted no spurious retransmission" \
+  "jq -e '.connection_b.spurious_retransmissions == 0' '$work/server.json' >/dev/null"
+run_mode rocev2
+check "rocev2: retransmissions >= data packets the router dropped" \
+  "[ -n '$retransmitted' ] && [ $retransmitted -ge $((dropped + tbf)) ]"
+check "rocev2: the server NAKed sequence gaps" \
+  "jq -e '.connection_b.out_of_sequence_drops > 0' '$work/server.json' >/dev/null"
+
+# A client with no server: a clear error, not a hang.
+timeout 30 ip netns exec "$ns_c" "$perf" --client 10.77.2.2 --peer-mac "$mac_r0" \
+  --preset "$presets/net_af_packet.ini" --iface c0 --local-ip 10.77.1.2 --cm-timeout 0.5 -n 10 >"$work/client.out" 2>&1
+status=$?
+check "a client without a server fails with an error naming what to check" \
+  "[ $status -eq 1 ] && grep -q 'no answer from 10.77.2.2 after 5 connection requests over 0.5 s: is the server running there' '$work/client.out'"
+check "the namespaces are set up as described (router forwarding on)" \
+  "[ \"\$(ip netns exec $ns_r sysctl -n net.ipv4.ip_forward)\" = 1 ]"
+exit 0
