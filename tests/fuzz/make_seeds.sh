@@ -31,7 +31,7 @@ else
   echo "make_seeds: python3-scapy not installed: golden.pcap seeds skipped" >&2
 fi
 
-mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap"
+mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap" "$out/fuzz-cm"
 
 /usr/bin/python3 - "$out" "$captures"/*.pcap <<'EOF'
 import os, struct, sys
@@ -114,5 +114,24 @@ rocev2 = b''.join([
 ])
 open(os.path.join(out, 'fuzz-connection-rx', 'interpreted-metaroce'), 'wb').write(bytes([0]) + metaroce)
 open(os.path.join(out, 'fuzz-connection-rx', 'interpreted-rocev2'), 'wb').write(bytes([1]) + rocev2)
+# fuzz-cm (records of fuzz_cm.cpp): the genuine handshake relayed end to
+# end (REQ, REP, RTU, then DREQ and DREP), and one MAD of each message type
+# in the layout of doc/WIRE.md ("Connection manager").
+def mad(kind, nonce=0x1234, qpn=0x42, psn=7, receiver=0, mtu=4096, paths=4, streams=1, private=b'', cc=b'metaroce'):
+    header = struct.pack('>BBBBHHQHHI', 1, 0x09, 1, 3, 0, 0, (nonce << 32) | qpn, kind, 0, 0)
+    data = struct.pack('>IBBBBIIIIIHHHH', 0x4d52434d, 1, 0, 0, len(private), nonce, qpn, psn, receiver, mtu,
+                       paths, streams, 49152, 0)
+    data += cc.ljust(16, b'\0') + private.ljust(64, b'\0')
+    return (header + data).ljust(256, b'\0')
+relay_server, relay_client = 0x80, 0x81
+handshake = record(relay_server, b'') + record(relay_client, b'') + record(relay_server, b'')
+closing = record(0x40, mad(1)) + record(relay_server, b'') + record(relay_client, b'')
+open(os.path.join(out, 'fuzz-cm', 'handshake'), 'wb').write(handshake)
+open(os.path.join(out, 'fuzz-cm', 'handshake-close'), 'wb').write(handshake + closing)
+open(os.path.join(out, 'fuzz-cm', 'retries'), 'wb').write(record(2, b'') + record(2, b'') + record(relay_server, b'') + record(3, b'') + record(relay_client, b''))
+for kind in range(1, 7):
+    open(os.path.join(out, 'fuzz-cm', 'mad-%d' % kind), 'wb').write(
+        record(0 if kind in (1, 3, 5) else 1, mad(kind, private=b'\1\2\3')))
+
 print('make_seeds: %d frames from %s into %s' % (count, ', '.join(os.path.basename(c) for c in captures), out))
 EOF
