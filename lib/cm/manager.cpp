@@ -26,10 +26,13 @@ Manager::Manager(const ManagerConfig& config) : config_(config) {
   random_.seed(seed);
 }
 
-std::uint32_t Manager::new_qpn() {
+std::uint32_t Manager::new_qpn(std::uint16_t queue) {
+  const std::uint32_t queues = std::max<std::uint16_t>(config_.queues, 1);
   for (;;) {
-    const auto qpn = static_cast<std::uint32_t>(random_() & wire::qpn_mask);
-    if (qpn > gsi_qpn && !qpn_to_peer_.contains(qpn)) return qpn;
+    // A random QPN moved to the wanted queue (qpn % queues == queue).
+    auto qpn = static_cast<std::uint32_t>(random_() & wire::qpn_mask);
+    qpn = qpn - qpn % queues + queue % queues;
+    if (qpn > gsi_qpn && qpn <= wire::qpn_mask && !qpn_to_peer_.contains(qpn)) return qpn;
   }
 }
 
@@ -45,7 +48,7 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   a.config.endpoints.peer_mac = peer.peer_mac;
   a.config.endpoints.peer_ipv4 = peer.peer_ipv4;
   a.config.endpoints.peer_ipv6 = peer.peer_ipv6;
-  a.config.local_qpn = new_qpn();
+  a.config.local_qpn = new_qpn(request.queue);
   a.config.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
   std::uint32_t nonce = 0;
   do nonce = static_cast<std::uint32_t>(random_()); while (nonce == 0 || nonce_to_id_.contains(nonce));
@@ -176,7 +179,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   } else if (qpn_to_peer_.size() >= config_.max_connections) {
     reason = RejectReason::no_resources;
   } else {
-    c.local_qpn = new_qpn();
+    c.local_qpn = new_qpn(static_cast<std::uint16_t>(m.sender_qpn % std::max<std::uint16_t>(config_.queues, 1)));
     c.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
     c.base_src_port = m.base_src_port;
     if (!transport::validate(c).empty()) reason = RejectReason::bad_parameters;

@@ -76,6 +76,9 @@ struct ManagerConfig {
   std::uint32_t max_mtu = 9000;
   std::uint16_t max_paths = 64;
   std::uint32_t max_connections = 1024;  // server connections alive at once
+  // Queues of the port (engine::steering_queue): a server connection gets a
+  // QPN of the same queue as its client's, so both ends live on that queue.
+  std::uint16_t queues = 1;
 };
 
 // What the client asks for.
@@ -85,6 +88,7 @@ struct ConnectRequest {
                                              // MAC in endpoints; QPNs, PSNs and pkey are filled in
   std::string cc = "metaroce";
   std::vector<std::uint8_t> private_data;
+  std::uint16_t queue = 0;  // the client's QPN is drawn with qpn % queues == queue
 };
 
 enum class EventKind : std::uint8_t {
@@ -181,7 +185,7 @@ class Manager {
   void on_disconnect_reply(const Message& m);
   PeerKey peer_key(const wire::ParsedFrame& frame, std::uint32_t peer_qpn) const;
   transport::Endpoints reply_endpoints(const wire::ParsedFrame& frame) const;
-  std::uint32_t new_qpn();
+  std::uint32_t new_qpn(std::uint16_t queue);
   void send(const transport::Endpoints& endpoints, const Message& m);
 
   ManagerConfig config_;

@@ -19,6 +19,7 @@ struct EngineCounters {
   std::uint64_t rx_delivered = 0;    // handed to a connection
   std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
   std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
+  std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
   std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
 
@@ -44,7 +45,7 @@ struct EngineCounters {
     return n;
   }
   [[nodiscard]] std::uint64_t dropped() const noexcept {
-    return rx_unknown_qpn + rx_parse_errors_total() + rx_mempool_empty + tx_mempool_empty + tx_frame_too_large;
+    return rx_unknown_qpn + rx_misdirected + rx_parse_errors_total() + rx_mempool_empty + tx_mempool_empty + tx_frame_too_large;
   }
 
   EngineCounters& operator+=(const EngineCounters& o) noexcept {
@@ -54,6 +55,7 @@ struct EngineCounters {
     rx_delivered += o.rx_delivered;
     rx_unknown_qpn += o.rx_unknown_qpn;
     rx_management += o.rx_management;
+    rx_misdirected += o.rx_misdirected;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
     rx_mempool_empty += o.rx_mempool_empty;
     tx_frames += o.tx_frames;
@@ -81,6 +83,7 @@ struct EngineCounters {
     f("rx_delivered", rx_delivered);
     f("rx_unknown_qpn", rx_unknown_qpn);
     f("rx_management", rx_management);
+    f("rx_misdirected", rx_misdirected);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
       f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), rx_parse_errors[i]);
     f("rx_mempool_empty", rx_mempool_empty);

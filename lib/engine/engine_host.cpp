@@ -42,6 +42,15 @@ transport::Connection* EngineHost::add_connection(const transport::ConnectionCon
                         config.local_qpn);
     return nullptr;
   }
+  if (steering_queue(config.local_qpn, config_.queues) != config_.queue ||
+      steering_queue(config.peer_qpn, config_.queues) != config_.queue) {
+    error = fmt::format("{}: QPNs {:#x} -> {:#x} steer to queues {} and {}, but this host owns queue {} of {}: pick "
+                        "QPNs with qpn % {} == {} on both ends",
+                        config_.name, config.local_qpn, config.peer_qpn, steering_queue(config.local_qpn, config_.queues),
+                        steering_queue(config.peer_qpn, config_.queues), config_.queue, config_.queues,
+                        config_.queues, config_.queue);
+    return nullptr;
+  }
   auto c = transport::Connection::create(config, memory_, wheel_, std::move(congestion), error);
   if (!c) return nullptr;
   auto* raw = c.get();
@@ -94,7 +103,10 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   }
   const auto it = connections_.find(parsed.bth.dest_qp);
   if (it == connections_.end()) {
-    ++counters_.rx_unknown_qpn;
+    if (steering_queue(parsed.bth.dest_qp, config_.queues) != config_.queue)
+      ++counters_.rx_misdirected;  // another queue's QPN: the sender or the NIC steered it wrong
+    else
+      ++counters_.rx_unknown_qpn;
     return;
   }
   ++counters_.rx_delivered;

@@ -36,10 +36,20 @@ namespace metaroce::engine {
 // Destination QP of connection-manager frames (the GSI QP of InfiniBand).
 inline constexpr std::uint32_t management_qpn = 1;
 
+// Steering: on a port with several queues, the connection whose QPN is q is
+// owned by the host (lcore) of queue q % queues on each end, and its frames
+// travel on that queue (net_ring: tx queue i is the peer's rx queue i; a NIC
+// steers by flow rule). Both ends of a connection pick QPNs of the same
+// queue, so a host only ever transmits on, and receives from, its own queue.
+[[nodiscard]] constexpr std::uint16_t steering_queue(std::uint32_t qpn, std::uint16_t queues) noexcept {
+  return queues <= 1 ? 0 : static_cast<std::uint16_t>(qpn % queues);
+}
+
 struct EngineHostConfig {
   std::string name = "host";
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
+  std::uint16_t queues = 1;        // queues of the port: connections must steer to `queue`
   bool icrc_offload = false;       // the NIC verified the ICRC: skip it in software
   bool multi_segment_tx = true;    // the port chains mbufs (Port::multi_segment_tx)
   std::uint32_t zero_copy_threshold = default_zero_copy_threshold;

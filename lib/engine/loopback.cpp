@@ -69,41 +69,50 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   const auto mac_or = [](wire::MacAddress mac, std::uint8_t last) {
     return mac == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, 0, last} : mac;
   };
-  transport::ConnectionConfig a = config.connection;
-  a.endpoints.local_mac = mac_or(lb->port_a_->mac(), 0x0a);
-  a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);
-  a.endpoints.local_ipv4 = 0x0a000001;
-  a.endpoints.peer_ipv4 = 0x0a000002;
-  a.local_qpn = 0x000101;
-  a.peer_qpn = 0x000202;
-  a.initial_psn = 0x10000 + id;
-  a.peer_initial_psn = 0x20000 + id;
-  transport::ConnectionConfig b = a;
-  std::swap(b.endpoints.local_mac, b.endpoints.peer_mac);
-  std::swap(b.endpoints.local_ipv4, b.endpoints.peer_ipv4);
-  std::swap(b.local_qpn, b.peer_qpn);
-  std::swap(b.initial_psn, b.peer_initial_psn);
-  lb->connection_a_ = lb->host_a_->add_connection(a, nullptr, error);
-  if (lb->connection_a_ == nullptr) return nullptr;
-  lb->connection_b_ = lb->host_b_->add_connection(b, nullptr, error);
-  if (lb->connection_b_ == nullptr) return nullptr;
-  lb->connection_a_->connect();
-  lb->connection_b_->connect();
+  if (config.qps < 1 || config.qps > 256) {
+    error = fmt::format("qps {} is outside 1..256", config.qps);
+    return nullptr;
+  }
+  for (std::uint16_t i = 0; i < config.qps; ++i) {
+    transport::ConnectionConfig a = config.connection;
+    a.endpoints.local_mac = mac_or(lb->port_a_->mac(), 0x0a);
+    a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);
+    a.endpoints.local_ipv4 = 0x0a000001;
+    a.endpoints.peer_ipv4 = 0x0a000002;
+    a.local_qpn = 0x000101 + i;
+    a.peer_qpn = 0x000202 + i;
+    a.initial_psn = (0x10000 + id + i * 0x1000) & wire::psn_mask;
+    a.peer_initial_psn = (0x20000 + id + i * 0x1000) & wire::psn_mask;
+    transport::ConnectionConfig b = a;
+    std::swap(b.endpoints.local_mac, b.endpoints.peer_mac);
+    std::swap(b.endpoints.local_ipv4, b.endpoints.peer_ipv4);
+    std::swap(b.local_qpn, b.peer_qpn);
+    std::swap(b.initial_psn, b.peer_initial_psn);
+    auto* ca = lb->host_a_->add_connection(a, config.congestion ? config.congestion() : nullptr, error);
+    if (ca == nullptr) return nullptr;
+    auto* cb = lb->host_b_->add_connection(b, config.congestion ? config.congestion() : nullptr, error);
+    if (cb == nullptr) return nullptr;
+    ca->connect();
+    cb->connect();
+    lb->connections_a_.push_back(ca);
+    lb->connections_b_.push_back(cb);
+  }
   return lb;
 }
 
 Loopback::~Loopback() {
   // Every mbuf back to its pool before the pools go: what waits in the
-  // rings, then what the hosts and links still hold (their destructors).
+  // rings, then what the links and hosts still hold (their destructors). The
+  // links first: their delay lines hold the hosts' transmit mbufs.
   const auto drain = [this] {
     for (Port* p : {port_a_.get(), port_b_.get(), port_la_.get(), port_lb_.get()})
       if (p != nullptr) p->drain_rx();
   };
   drain();
-  host_a_.reset();
-  host_b_.reset();
   forward_.reset();
   backward_.reset();
+  host_a_.reset();
+  host_b_.reset();
   drain();
   port_a_.reset();
   port_b_.reset();

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,6 +34,12 @@ struct LoopbackConfig {
   transport::ConnectionConfig connection{};
   PortSetup ports{};
   EngineHostConfig hosts{};  // name and port are filled in
+  // Connections (QP pairs) between the two hosts, perftest's -q: pair i has
+  // QPNs 0x101 + i (A) and 0x202 + i (B).
+  std::uint16_t qps = 1;
+  // The congestion control of each connection end (called once per end);
+  // empty: none (path_window bounds each path).
+  std::function<std::unique_ptr<transport::CongestionControl>()> congestion;
   bool inline_link = false;  // put the links in even without impairment (for the tap)
   fabric::FabricConfig forward{};   // A -> B
   fabric::FabricConfig backward{};  // B -> A
@@ -49,8 +56,9 @@ class Loopback {
 
   [[nodiscard]] EngineHost& host_a() noexcept { return *host_a_; }
   [[nodiscard]] EngineHost& host_b() noexcept { return *host_b_; }
-  [[nodiscard]] transport::Connection& connection_a() noexcept { return *connection_a_; }
-  [[nodiscard]] transport::Connection& connection_b() noexcept { return *connection_b_; }
+  [[nodiscard]] transport::Connection& connection_a(std::size_t i = 0) noexcept { return *connections_a_[i]; }
+  [[nodiscard]] transport::Connection& connection_b(std::size_t i = 0) noexcept { return *connections_b_[i]; }
+  [[nodiscard]] std::size_t qps() const noexcept { return connections_a_.size(); }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
@@ -63,8 +71,7 @@ class Loopback {
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
   std::unique_ptr<EngineHost> host_a_, host_b_;
   std::unique_ptr<ImpairedLink> forward_, backward_;
-  transport::Connection* connection_a_ = nullptr;
-  transport::Connection* connection_b_ = nullptr;
+  std::vector<transport::Connection*> connections_a_, connections_b_;
 };
 
 // True when the config impairs anything (a fabric must be put in).

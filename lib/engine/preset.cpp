@@ -225,6 +225,7 @@ PortSetup port_setup(const DriverPreset& preset) {
 
 EngineHostConfig host_config(const DriverPreset& preset, bool port_multi_segment_tx) {
   EngineHostConfig c;
+  c.queues = preset.port.queues;
   c.icrc_offload = preset.port.icrc_offload;
   switch (preset.port.multi_segment_tx) {
     case MultiSegmentTx::auto_detect: c.multi_segment_tx = port_multi_segment_tx; break;

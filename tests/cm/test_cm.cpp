@@ -444,6 +444,37 @@ TEST(Cm, DisconnectCarriesBothSummariesAndSurvivesALostReply) {
   EXPECT_FALSE(w.client.disconnect(0, id, {}, error));
 }
 
+TEST(Cm, BothEndsGetQpnsOfTheClientsQueue) {
+  ManagerConfig four = side(server_mac, server_ip, 5);
+  four.queues = 4;
+  Wire w(four);
+  w.listen();
+  std::string error;
+  for (std::uint16_t q = 0; q < 4; ++q) {
+    ConnectRequest r = request();
+    r.queue = q;
+    ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+  }
+  // The client's manager has one queue: its QPNs are anything; give it 4 too.
+  w.settle(0);
+  ASSERT_EQ(w.accepted.size(), 4u);
+  for (const auto& c : w.accepted) EXPECT_EQ(c.local_qpn % 4, c.peer_qpn % 4) << std::hex << c.local_qpn;
+  ManagerConfig client4 = side(client_mac, client_ip, 12);
+  client4.queues = 4;
+  Manager client(client4);
+  ConnectRequest r = request();
+  r.queue = 3;
+  ASSERT_NE(client.connect(0, r, error), 0u);
+  std::vector<std::vector<std::uint8_t>> frames;
+  client.poll(0, frames);
+  ASSERT_EQ(frames.size(), 1u);
+  wire::ParsedFrame p;
+  ASSERT_EQ(wire::parse_frame(frames[0], p), wire::ParseError::ok);
+  Message m;
+  ASSERT_EQ(decode(p, m), DecodeError::ok);
+  EXPECT_EQ(m.sender_qpn % 4, 3u);
+}
+
 TEST(Cm, PkeyOfANonceIsAValidFullMember) {
   EXPECT_EQ(pkey_of(0), 0x8001);
   EXPECT_EQ(pkey_of(0x8000), 0x8001);
