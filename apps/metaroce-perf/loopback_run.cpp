@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "cc/registry.hpp"
 #include "engine/loopback.hpp"
 #include "engine/telemetry.hpp"
 #include "fabric/spec.hpp"
@@ -43,7 +44,11 @@ struct Receiver {
   std::uint8_t* write_region = nullptr;
   std::uint8_t* receive_region = nullptr;
   std::uint32_t receive_key = 0;
-  std::vector<std::uint64_t> expected_next;  // per stream: the next message it completes
+  std::uint16_t qps = 1;
+  // Per (connection, stream), index qp * streams + stream: the next message
+  // it completes. Message m goes to connection m % qps, stream (m / qps) %
+  // streams, so each index advances by qps * streams.
+  std::vector<std::uint64_t> expected_next;
   std::vector<transport::Completion> completions;
   std::atomic<std::uint64_t> received{0};
   std::atomic<std::uint64_t> wrong{0};
@@ -55,14 +60,14 @@ struct Receiver {
     if (first_problem.empty()) first_problem = std::move(what);
   }
 
-  bool post_receive(std::uint64_t wr_id, std::uint16_t stream) {
+  bool post_receive(std::uint64_t wr_id, std::size_t qp, std::uint16_t stream) {
     transport::ReceiveRequest r;
     r.wr_id = wr_id;
     r.stream = stream;
     r.addr = receive_region + wr_id * (options->op == PerfOp::send ? size : 0);
     r.length = options->op == PerfOp::send ? size : 0;
     r.lkey = receive_key;
-    return loopback->connection_b().post_receive(r) == transport::PostResult::ok;
+    return loopback->connection_b(qp).post_receive(r) == transport::PostResult::ok;
   }
 
   // One turn; returns the frames moved and completions handled (0: idle).
@@ -70,16 +75,23 @@ struct Receiver {
     const std::size_t work = loopback->poll_side_b();
     telemetry->maybe_publish();
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
+    std::size_t handled = 0;
+    for (std::size_t qp = 0; qp < qps; ++qp) handled += complete(qp);
+    return work + handled;
+  }
+
+  std::size_t complete(std::size_t qp) {
     completions.clear();
-    loopback->connection_b().poll_completions(completions);
+    loopback->connection_b(qp).poll_completions(completions);
     for (const auto& c : completions) {
       if (c.status != transport::CompletionStatus::success) {
         failed.fetch_add(1, std::memory_order_relaxed);
         problem(fmt::format("receive completion {}", transport::to_string(c.status)));
         continue;
       }
-      const std::uint64_t m = expected_next[c.stream];
-      expected_next[c.stream] += options->streams;
+      const std::size_t key = qp * options->streams + c.stream;
+      const std::uint64_t m = expected_next[key];
+      expected_next[key] += std::uint64_t{qps} * options->streams;
       bool ok = true;
       if (options->op == PerfOp::write_imm) {
         ok = c.has_imm && c.imm == static_cast<std::uint32_t>(m);
@@ -95,10 +107,10 @@ struct Receiver {
         wrong.fetch_add(1, std::memory_order_relaxed);
         problem(fmt::format("message {} arrived with wrong bytes (or out of order on stream {})", m, c.stream));
       }
-      if (!post_receive(c.wr_id, c.stream)) problem("re-posting a receive was refused");
+      if (!post_receive(c.wr_id, qp, c.stream)) problem("re-posting a receive was refused");
       received.fetch_add(1, std::memory_order_release);
     }
-    return work + completions.size();
+    return completions.size();
   }
 };
 
@@ -139,6 +151,18 @@ std::uint64_t retransmissions(const transport::Connection& c) {
   return n;
 }
 
+// Over the connections of one side.
+std::uint64_t retransmissions(const std::vector<transport::Connection*>& cs) {
+  std::uint64_t n = 0;
+  for (const auto* c : cs) n += retransmissions(*c);
+  return n;
+}
+std::uint64_t data_packets_sent(const std::vector<transport::Connection*>& cs) {
+  std::uint64_t n = 0;
+  for (const auto* c : cs) n += c->counters().data_packets_sent + c->counters().retransmitted_packets;
+  return n;
+}
+
 // Room for the latency samples of one size without regrowing: -n, or a
 // generous rate for -D (regrowing is correct, just slower).
 std::size_t latency_samples_hint(const PerfOptions& o) {
@@ -176,6 +200,18 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     config.backward = config.forward;
   }
   config.tap = tap;
+  config.qps = o.qps;
+  if (!o.cc.empty() && o.cc != "none") {
+    std::string cc_error;
+    if (!cc::make(o.cc, cc::CcConfig{}, cc_error)) {
+      run.error = fmt::format("--cc: {}", cc_error);
+      return false;
+    }
+    config.congestion = [&o] {
+      std::string ignored;
+      return cc::make(o.cc, cc::CcConfig{}, ignored);
+    };
+  }
   auto loopback = engine::Loopback::create(config, run.error);
   if (!loopback) {
     if (o.mode == transport::Mode::rocev2)
@@ -186,13 +222,19 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   engine::Loopback& lb = *loopback;
   // Readable with dpdk-telemetry.py while this size runs (/metaroce/...);
   // each side publishes its snapshot from its own lcore.
-  auto telemetry_a = std::make_unique<engine::TelemetryPublisher>(
-      lb.host_a(), std::vector<transport::Connection*>{&lb.connection_a()});
-  auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(
-      lb.host_b(), std::vector<transport::Connection*>{&lb.connection_b()});
+  std::vector<transport::Connection*> senders, receivers;
+  for (std::size_t i = 0; i < lb.qps(); ++i) {
+    senders.push_back(&lb.connection_a(i));
+    receivers.push_back(&lb.connection_b(i));
+  }
+  auto telemetry_a = std::make_unique<engine::TelemetryPublisher>(lb.host_a(), senders);
+  auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(lb.host_b(), receivers);
 
-  const auto slots = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  // Slots of the source and write regions: a multiple of the connections,
+  // so slot m % slots always belongs to connection m % qps.
+  const std::uint32_t qps = o.qps;
+  auto slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  slots = std::max(qps, slots - slots % qps);
   std::vector<std::uint8_t> source(slots * size, 0x5a);
   std::vector<std::uint8_t> write_region(o.op == PerfOp::send ? 0 : slots * size, 0);
   Receiver receiver;
@@ -201,20 +243,22 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.options = &o;
   receiver.size = size;
   receiver.slots = slots;
+  receiver.qps = static_cast<std::uint16_t>(qps);
   // Receives per stream: what the window can have in flight on one stream,
   // plus as many again for completions the receiver has not re-posted yet
   // (else the sender meets RNR), within the memory budget.
-  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
+  const std::uint64_t per_stream_in_flight = (slots / qps + o.streams - 1) / o.streams;
   receiver.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
       per_stream_in_flight + 1,
       std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
                               o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams) : ~0ull)));
   std::vector<std::uint8_t> receive_region(
-      o.op == PerfOp::send ? std::uint64_t{o.streams} * receiver.receives_per_stream * size : 64, 0);
+      o.op == PerfOp::send ? std::uint64_t{qps} * o.streams * receiver.receives_per_stream * size : 64, 0);
   receiver.write_region = write_region.data();
   receiver.receive_region = receive_region.data();
-  receiver.expected_next.resize(o.streams);
-  for (std::uint16_t s = 0; s < o.streams; ++s) receiver.expected_next[s] = s;
+  receiver.expected_next.resize(std::size_t{qps} * o.streams);
+  for (std::uint32_t qp = 0; qp < qps; ++qp)
+    for (std::uint16_t s = 0; s < o.streams; ++s) receiver.expected_next[qp * o.streams + s] = qp + std::uint64_t{qps} * s;
 
   const std::uint32_t lkey = lb.host_a().memory().register_region(source.data(), source.size(),
                                                                    transport::access_local_write);
@@ -226,12 +270,13 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.receive_key =
       lb.host_b().memory().register_region(receive_region.data(), receive_region.size(), transport::access_local_write);
   if (o.op != PerfOp::write) {
-    for (std::uint16_t s = 0; s < o.streams; ++s)
-      for (std::uint32_t j = 0; j < receiver.receives_per_stream; ++j)
-        if (!receiver.post_receive(std::uint64_t{s} * receiver.receives_per_stream + j, s)) {
-          run.error = "posting the initial receives was refused";
-          return false;
-        }
+    for (std::uint32_t qp = 0; qp < qps; ++qp)
+      for (std::uint16_t s = 0; s < o.streams; ++s)
+        for (std::uint32_t j = 0; j < receiver.receives_per_stream; ++j)
+          if (!receiver.post_receive((std::uint64_t{qp} * o.streams + s) * receiver.receives_per_stream + j, qp, s)) {
+            run.error = "posting the initial receives was refused";
+            return false;
+          }
   }
   if (!o.verify) std::fill(source.begin(), source.end(), 0x5a);
 
@@ -254,7 +299,6 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   std::uint64_t progress_done = 0;
   bool posting = true;
   std::string problem;
-  transport::Connection& sender = lb.connection_a();
   // Checking or filling a large message takes longer than an RTT: keep the
   // engine turning in between, or ACKs wait and timers fire for nothing.
   const auto keep_engine_turning = [&] {
@@ -263,7 +307,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) receiver.turn();
   };
 
-  const std::uint64_t sent_before = sender.counters().data_packets_sent + sender.counters().retransmitted_packets;
+  const std::uint64_t sent_before = data_packets_sent(senders);
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
     const std::uint64_t posted_before = posted;
@@ -272,7 +316,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) work += receiver.turn();
     const std::uint64_t now = lb.host_a().now_ns();
     completions.clear();
-    sender.poll_completions(completions);
+    for (auto* c : senders) c->poll_completions(completions);
     work += completions.size();
     for (const auto& c : completions) {
       const std::uint64_t m = c.wr_id;
@@ -306,14 +350,14 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       r.wr_id = m;
       r.op = o.op == PerfOp::write ? transport::SendOp::write
              : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
-      r.stream = static_cast<std::uint16_t>(m % o.streams);
+      r.stream = static_cast<std::uint16_t>((m / qps) % o.streams);
       r.local_addr = source.data() + slot * size;
       r.length = size;
       r.lkey = lkey;
       r.remote_addr = reinterpret_cast<std::uint64_t>(write_region.data() + slot * size);
       r.rkey = rkey;
       r.imm = static_cast<std::uint32_t>(m);
-      const auto pr = sender.post_send(r);
+      const auto pr = senders[m % qps]->post_send(r);
       if (pr != transport::PostResult::ok) {
         problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
         posting = false;
@@ -334,7 +378,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       std::fprintf(progress, "[%6.1f s] %llu B: %.2f Gb/s, %llu messages, %llu retransmitted\n",
                    double(now - t0) / 1e9, static_cast<unsigned long long>(size),
                    double(completed - progress_done) * double(size) * 8.0 / double(now - last_progress),
-                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions(sender)));
+                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions(senders)));
       std::fflush(progress);
       last_progress = now;
       progress_done = completed;
@@ -373,8 +417,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   if (o.op != PerfOp::write && receiver.received.load() < completed)
     result.missing_messages += completed - receiver.received.load();
   result.first_problem = !problem.empty() ? problem : receiver.first_problem;
-  result.packets_sent =
-      sender.counters().data_packets_sent + sender.counters().retransmitted_packets - sent_before;
+  result.packets_sent = data_packets_sent(senders) - sent_before;
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
   if (!latencies_ns.empty()) {
@@ -397,11 +440,11 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   lb.host_b().refresh_port_counters();
   run.host_a += lb.host_a().counters();
   run.host_b += lb.host_b().counters();
-  add(run.connection_a, lb.connection_a().counters());
-  add(run.connection_b, lb.connection_b().counters());
+  for (auto* c : senders) add(run.connection_a, c->counters());
+  for (auto* c : receivers) add(run.connection_b, c->counters());
   if (lb.forward_link() != nullptr) add(run.forward, lb.forward_link()->fabric_counters());
   if (lb.backward_link() != nullptr) add(run.backward, lb.backward_link()->fabric_counters());
-  run.retransmitted += retransmissions(sender);
+  run.retransmitted += retransmissions(senders);
   run.sizes.push_back(result);
   telemetry_a.reset();  // they read the hosts: unregister before the hosts go
   telemetry_b.reset();

@@ -38,6 +38,7 @@ po::options_description describe() {
       ("tx-depth,t", po::value<std::uint32_t>(), "messages in flight (default 128)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
+      ("qps,q", po::value<std::uint16_t>(), "connections (QP pairs), 1..256 (default 1); messages go round-robin")
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32; there is no "
                                                   "congestion control yet, so this bounds the queue)")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
@@ -129,6 +130,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "tx-depth", 1, 4096, o.tx_depth, message) ||
       !in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
       !in_range<std::uint16_t>(vm, "streams", 1, 1024, o.streams, message) ||
+      !in_range<std::uint16_t>(vm, "qps", 1, 256, o.qps, message) ||
       !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
@@ -205,7 +207,13 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   if (vm.count("port")) o.port_name = vm["port"].as<std::string>();
   if (vm.count("local-ip")) o.local_ip = vm["local-ip"].as<std::string>();
   if (vm.count("peer-mac")) o.peer_mac = vm["peer-mac"].as<std::string>();
-  if (vm.count("cc")) o.cc = vm["cc"].as<std::string>();
+  if (vm.count("cc")) {
+    o.cc = vm["cc"].as<std::string>();
+    if (o.cc != "none" && o.cc != "metaroce" && o.cc != "dcqcn" && o.cc != "fixed") {
+      message = fmt::format("--cc '{}' is not a congestion control: give metaroce, dcqcn, fixed or none", o.cc);
+      return ParseOutcome::error;
+    }
+  }
   if (vm.count("cm-timeout")) {
     o.cm_timeout_s = vm["cm-timeout"].as<double>();
     if (!(o.cm_timeout_s > 0.0 && o.cm_timeout_s <= 3600.0)) {
@@ -227,6 +235,10 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     if (o.role == PerfRole::client && o.peer_mac.empty()) {
       message = "--client needs the next hop's MAC: give --peer-mac xx:xx:xx:xx:xx:xx (the server's, or the "
                 "router's when one is in between)";
+      return ParseOutcome::error;
+    }
+    if (o.qps != 1) {
+      message = "--qps is for --loopback so far: --client opens one connection per size";
       return ParseOutcome::error;
     }
     if (!o.fabric_spec.empty()) {

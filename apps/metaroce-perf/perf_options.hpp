@@ -42,6 +42,7 @@ struct PerfOptions {
   std::uint32_t tx_depth = 128;                // messages in flight
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
+  std::uint16_t qps = 1;  // -q: connections; message m goes to connection m % qps
   // Packets a path may have in flight. Without congestion control (a later
   // issue) this bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;

@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..9"
+echo "1..13"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -35,6 +35,21 @@ check "--capture run exits 0" "[ $status -eq 0 ] && [ -s '$work/run.pcap' ]"
 status=$?
 check "metaroce-decode decodes every captured frame (exit 0, no error)" \
   "[ $status -eq 0 ] && [ \$(wc -l <'$work/decoded.jsonl') -gt 600 ] && ! grep -q '\"error\"' '$work/decoded.jsonl'"
+
+"$perf" -q 3 --streams 2 --op write-imm -s 4096 -n 3000 --verify --cc metaroce --json "$work/q.json" >"$work/out" 2>&1
+status=$?
+check "-q 3 --streams 2 write-imm with --cc metaroce: every message verified, in order per connection and stream" \
+  "[ $status -eq 0 ] && grep -Eq '^ 4096 +3000 ' '$work/out' && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+check "the connections' counters add up to 3000 data packets sent and 3000 receive completions" \
+  "grep -q '\"connection_a\":{[^}]*\"data_packets_sent\":3000,' '$work/q.json' && grep -q '\"connection_b\":{[^}]*\"receive_completions\":3000,' '$work/q.json'"
+"$perf" --mode rocev2 --cc dcqcn --op send -s 100000 -n 200 --verify --fabric "loss 0.5%" >"$work/out" 2>&1
+status=$?
+check "rocev2 with dcqcn, SEND through 0.5% loss: every byte verified" \
+  "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+"$perf" --cc nosuch >"$work/out" 2>&1
+status=$?
+check "an unknown --cc exits 2 and names the choices" \
+  "[ $status -eq 2 ] && grep -q -- \"--cc 'nosuch' is not a congestion control: give metaroce, dcqcn, fixed or none\" '$work/out'"
 
 "$perf" --size 0 >"$work/out" 2>&1
 status=$?
