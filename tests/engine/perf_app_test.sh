@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..13"
+echo "1..15"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -46,6 +46,16 @@ check "the connections' counters add up to 3000 data packets sent and 3000 recei
 status=$?
 check "rocev2 with dcqcn, SEND through 0.5% loss: every byte verified" \
   "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+# Faults on the wire: 1% of the frames corrupted, 5% duplicated, both ways.
+for mode in metaroce rocev2; do
+  "$perf" --mode $mode -s 65536 -n 2000 --verify --fabric "corrupt 1% duplicate 5%" --json "$work/fault.json" >"$work/out" 2>&1
+  status=$?
+  check "$mode through 1% corruption and 5% duplication: every byte verified, corrupt frames dropped as bad_icrc, duplicates dropped" \
+    "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out' \
+     && jq -e '(.host_a.\"rx_parse_error.bad_icrc\" + .host_b.\"rx_parse_error.bad_icrc\") > 0 and
+               (.host_a.\"rx_parse_error.bad_icrc\" + .host_b.\"rx_parse_error.bad_icrc\") <= (.fabric_forward.corrupted + .fabric_backward.corrupted)
+               and .connection_b.duplicate_packets > 0' '$work/fault.json' >/dev/null"
+done
 "$perf" --cc nosuch >"$work/out" 2>&1
 status=$?
 check "an unknown --cc exits 2 and names the choices" \
