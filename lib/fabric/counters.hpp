@@ -13,6 +13,9 @@ struct FabricCounters {
   std::uint64_t dropped_burst_loss = 0;   // `gemodel`
   std::uint64_t dropped_queue_full = 0;   // tail drop at `limit`
   std::uint64_t dropped_blackhole = 0;    // `blackhole`
+  std::uint64_t dropped_no_buffer = 0;    // a copy the model needed (a duplicate, or a private copy
+                                          // to set CE or corrupt a shared frame) could not be made:
+                                          // mbuf handles only, never with byte vectors
   std::uint64_t corrupted = 0;            // one bit flipped; the receiver will drop it
   std::uint64_t duplicated = 0;           // extra copies made
   std::uint64_t ecn_marked = 0;           // CE set by the queue
@@ -20,7 +23,7 @@ struct FabricCounters {
   std::uint64_t reordered_in_path = 0;    // held back by `reorder` inside its path
 
   [[nodiscard]] std::uint64_t dropped() const noexcept {
-    return dropped_random_loss + dropped_burst_loss + dropped_queue_full + dropped_blackhole;
+    return dropped_random_loss + dropped_burst_loss + dropped_queue_full + dropped_blackhole + dropped_no_buffer;
   }
 
   // Calls f(name, value) for every counter, in declaration order (for
@@ -33,6 +36,7 @@ struct FabricCounters {
     f("dropped_burst_loss", dropped_burst_loss);
     f("dropped_queue_full", dropped_queue_full);
     f("dropped_blackhole", dropped_blackhole);
+    f("dropped_no_buffer", dropped_no_buffer);
     f("corrupted", corrupted);
     f("duplicated", duplicated);
     f("ecn_marked", ecn_marked);

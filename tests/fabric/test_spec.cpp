@@ -98,6 +98,28 @@ TEST(FabricSpec, OtherItems) {
   EXPECT_EQ(c.seed, 77u);
 }
 
+// Every item of metaroce-fabric's issue, in its words.
+TEST(FabricSpec, TheIssueVocabulary) {
+  FabricConfig c = parse_ok(
+      "loss random 2% delay 10us jitter 2us rate 10gbit duplicate 1% corrupt 0.1% paths 4 spread 30us "
+      "limit 100000 ecn 20000 blackhole path 3 at 5ms for 2ms");
+  EXPECT_DOUBLE_EQ(c.loss, 0.02);
+  EXPECT_EQ(c.delay_ns, 10'000u);
+  EXPECT_EQ(c.jitter_ns, 2'000u);
+  EXPECT_EQ(c.rate_bps, 10'000'000'000u);
+  EXPECT_DOUBLE_EQ(c.duplicate, 0.01);
+  EXPECT_DOUBLE_EQ(c.corrupt, 0.001);
+  EXPECT_EQ(c.paths, 4u);
+  EXPECT_EQ(c.path_delay_ns(3), 40'000u);
+  EXPECT_EQ(c.limit_bytes, 100'000u);
+  EXPECT_EQ(c.ecn, (EcnMarking{true, 20'000, 20'000, 1.0}));
+  ASSERT_EQ(c.blackholes.size(), 1u);
+  EXPECT_EQ(c.blackholes[0], (Blackhole{3, 5'000'000, 2'000'000}));
+  EXPECT_EQ(parse_ok("loss gemodel 1% 10% 70% 0.1%").gemodel, (GilbertElliott{0.01, 0.1, 0.7, 0.001}));
+  EXPECT_EQ(parse_ok("paths 2 blackhole path 1 at 0s"), parse_ok("paths 2 blackhole 1 at 0s"));
+  EXPECT_THAT(parse_error("blackhole path x at 1ms"), HasSubstr("'x' (token 3) after 'blackhole'"));
+}
+
 TEST(FabricSpec, ErrorsNameTheBadTokenAndWhatWasExpected) {
   EXPECT_EQ(parse_error("delay 10us loss 1"),
             "fabric spec: bad token '1' (token 4) after 'loss': expected a percentage between 0% and "

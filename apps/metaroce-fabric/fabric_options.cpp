@@ -1,0 +1,176 @@
+#include "metaroce-fabric/fabric_options.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <sstream>
+#include <string_view>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "fabric/spec.hpp"
+
+namespace po = boost::program_options;
+
+namespace metaroce::fabric_app {
+
+namespace {
+
+po::options_description describe() {
+  po::options_description d("Options (EAL arguments go after `--`)");
+  d.add_options()
+      ("help,h", "print this help and exit")
+      ("port-a", po::value<std::string>(), "the first port, by EAL device name (a --vdev name such as net_pcap0, "
+                                           "or a PCI address given to EAL with -a)")
+      ("port-b", po::value<std::string>(), "the second port")
+      ("a-to-b", po::value<std::string>(), "impairments of frames received on port A and sent out of port B, "
+                                           "e.g. \"loss 1% delay 10us\" (grammar: doc/FABRIC.md)")
+      ("b-to-a", po::value<std::string>(), "impairments of frames from port B to port A")
+      ("both", po::value<std::string>(), "the same impairments both ways (b-to-a draws with seed + 1); "
+                                         "--a-to-b / --b-to-a override it for their direction")
+      ("duration", po::value<double>(), "seconds to run (default 0: until SIGINT or SIGTERM)")
+      ("exit-when-idle", po::value<double>(), "exit after this many seconds with nothing received and nothing "
+                                              "in flight (for net_pcap input and tests; default 0: never)")
+      ("stats-interval", po::value<double>(), "seconds between stats lines (default 1; 0: none)")
+      ("idle-sleep-us", po::value<std::uint32_t>(), "sleep up to this long when a turn found nothing to do, "
+                                                    "never past the next frame's release (default 0: busy poll)")
+      ("json", po::value<std::string>(), "write the summary (per direction: counters, drops by cause, spec) "
+                                         "as JSON to FILE at exit")
+      ("mbufs", po::value<std::uint32_t>(), "receive mbufs per port, 1024..1048576 (default 8192): frames wait "
+                                            "in the delay line in the mbufs they arrived in, so this bounds "
+                                            "the frames in flight");
+  return d;
+}
+
+bool parse_spec(const po::variables_map& vm, const char* key, fabric::FabricConfig& out, std::string& message) {
+  if (!vm.count(key)) return true;
+  const fabric::FabricSpecResult r = fabric::parse_fabric_spec(vm[key].as<std::string>());
+  if (!r.ok()) {
+    message = fmt::format("--{}: {}", key, r.error);
+    return false;
+  }
+  out = r.config;
+  return true;
+}
+
+bool seconds(const po::variables_map& vm, const char* key, double& out, std::string& message) {
+  if (!vm.count(key)) return true;
+  const double v = vm[key].as<double>();
+  if (!(v >= 0.0 && v <= 31'536'000.0)) {
+    message = fmt::format("--{} {} is out of range: give seconds between 0 and 31536000", key, v);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool starts_with_any(std::string_view arg, std::initializer_list<std::string_view> options) {
+  return std::any_of(options.begin(), options.end(), [&](std::string_view o) {
+    // "-l", "-l0-1", "--lcores", "--lcores=0-1"
+    if (arg == o) return true;
+    if (o.size() == 2) return arg.size() > 2 && arg.substr(0, 2) == o;
+    return arg.size() > o.size() && arg.substr(0, o.size()) == o && arg[o.size()] == '=';
+  });
+}
+
+}  // namespace
+
+ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptions& out, std::string& message) {
+  std::vector<std::string> app_args;
+  int i = 1;
+  for (; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") break;
+    app_args.emplace_back(argv[i]);
+  }
+  FabricOptions o;
+  for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
+
+  const po::options_description description = describe();
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(app_args).options(description).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    message = e.what();
+    return ParseOutcome::error;
+  }
+  if (vm.count("help")) {
+    std::ostringstream usage;
+    usage << "Usage: metaroce-fabric --port-a NAME --port-b NAME [--a-to-b SPEC] [--b-to-a SPEC] [--both SPEC]\n"
+             "                       [OPTIONS] [-- EAL-ARGS]\n"
+             "A two-port impairment node: frames received on port A leave on port B through the\n"
+             "--a-to-b impairments, frames from B leave on A through --b-to-a (loss, Gilbert-Elliott\n"
+             "bursts, delay and jitter, rate, queue limit and ECN marking, duplication, corruption,\n"
+             "ECMP paths with unequal delays, blackholes; grammar in doc/FABRIC.md). Times in the\n"
+             "specs (blackhole ... at T) count from the start of forwarding.\n"
+             "EAL gets -l 0 --no-huge -m 512 --no-shconf --no-pci --file-prefix metaroce-fabric\n"
+             "--log-level error, then the EAL arguments (which replace the defaults of their kind);\n"
+             "the ports are vdevs there, e.g.\n"
+             "  -- --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap --vdev net_pcap1,tx_pcap=back.pcap\n"
+             "With two lcores (-l 0-1) B -> A runs on the second one. A stats line per direction each\n"
+             "second; telemetry: /metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
+             "Exit status: 0 success, 1 a run-time failure (EAL, ports, JSON file), 2 bad options.\n\n"
+          << description;
+    message = usage.str();
+    return ParseOutcome::help;
+  }
+  if (!vm.count("port-a") || !vm.count("port-b")) {
+    message = fmt::format("--{} is required: name both ports by their EAL device names, e.g. --port-a net_pcap0 "
+                          "--port-b net_pcap1 -- --vdev net_pcap0,rx_pcap=in.pcap --vdev net_pcap1,tx_pcap=out.pcap",
+                          vm.count("port-a") ? "port-b" : "port-a");
+    return ParseOutcome::error;
+  }
+  o.port_a = vm["port-a"].as<std::string>();
+  o.port_b = vm["port-b"].as<std::string>();
+  if (o.port_a == o.port_b) {
+    message = fmt::format("--port-a and --port-b are both '{}': give two different ports", o.port_a);
+    return ParseOutcome::error;
+  }
+  if (!parse_spec(vm, "both", o.a_to_b, message)) return ParseOutcome::error;
+  if (vm.count("both")) {
+    o.b_to_a = o.a_to_b;
+    o.b_to_a.seed = o.a_to_b.seed + 1;  // the same impairments, drawn independently
+  }
+  if (!parse_spec(vm, "a-to-b", o.a_to_b, message) || !parse_spec(vm, "b-to-a", o.b_to_a, message))
+    return ParseOutcome::error;
+  if (!seconds(vm, "duration", o.duration_s, message) || !seconds(vm, "exit-when-idle", o.exit_when_idle_s, message) ||
+      !seconds(vm, "stats-interval", o.stats_interval_s, message))
+    return ParseOutcome::error;
+  if (vm.count("idle-sleep-us")) {
+    o.idle_sleep_us = vm["idle-sleep-us"].as<std::uint32_t>();
+    if (o.idle_sleep_us > 1'000'000) {
+      message = fmt::format("--idle-sleep-us {} is out of range: give 0..1000000", o.idle_sleep_us);
+      return ParseOutcome::error;
+    }
+  }
+  if (vm.count("mbufs")) {
+    o.mbufs = vm["mbufs"].as<std::uint32_t>();
+    if (o.mbufs < 1024 || o.mbufs > 1'048'576) {
+      message = fmt::format("--mbufs {} is out of range: give 1024..1048576", o.mbufs);
+      return ParseOutcome::error;
+    }
+  }
+  if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
+  out = std::move(o);
+  return ParseOutcome::run;
+}
+
+std::vector<std::string> eal_command_line(const std::vector<std::string>& user_args) {
+  const auto user_gives = [&](std::initializer_list<std::string_view> options) {
+    return std::any_of(user_args.begin(), user_args.end(),
+                       [&](const std::string& a) { return starts_with_any(a, options); });
+  };
+  std::vector<std::string> args = {"metaroce-fabric"};
+  if (!user_gives({"-l", "-c", "--lcores"})) args.insert(args.end(), {"-l", "0"});
+  if (!user_gives({"-m", "--socket-mem", "--no-huge", "--in-memory", "--huge-dir"}))
+    args.insert(args.end(), {"--no-huge", "-m", "512"});
+  if (!user_gives({"--in-memory"})) args.emplace_back("--no-shconf");
+  if (!user_gives({"-a", "--allow", "-b", "--block", "--no-pci"})) args.emplace_back("--no-pci");
+  if (!user_gives({"--file-prefix"})) args.insert(args.end(), {"--file-prefix", "metaroce-fabric"});
+  if (!user_gives({"--log-level"})) args.insert(args.end(), {"--log-level", "error"});
+  args.insert(args.end(), user_args.begin(), user_args.end());
+  return args;
+}
+
+}  // namespace metaroce::fabric_app

@@ -1,0 +1,36 @@
+// metaroce-fabric's command line: the app's options before `--`, EAL's after.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fabric/config.hpp"
+
+namespace metaroce::fabric_app {
+
+enum class ParseOutcome : std::uint8_t { run, help, error };
+
+struct FabricOptions {
+  std::string port_a, port_b;       // EAL device names
+  fabric::FabricConfig a_to_b{}, b_to_a{};
+  double duration_s = 0.0;          // 0: until SIGINT / SIGTERM
+  std::uint32_t idle_sleep_us = 0;  // 0: busy poll
+  std::string json_path;
+  double stats_interval_s = 1.0;    // 0: no stats lines
+  double exit_when_idle_s = 0.0;    // 0: never
+  std::uint32_t mbufs = 8192;       // receive pool per port: bounds the frames in flight
+  std::vector<std::string> eal_args;  // what came after `--`
+};
+
+// `message` is the help text (help) or a one-line error (error).
+ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptions& out, std::string& message);
+
+// The EAL command line (program name first): the defaults
+//   -l 0 --no-huge -m 512 --no-shconf --no-pci --file-prefix metaroce-fabric --log-level error
+// then the user's EAL arguments. A default is left out when the user gives
+// an option of its kind: -l/-c/--lcores; -m/--socket-mem/--no-huge/--in-memory/
+// --huge-dir (memory); -a/--allow/-b/--block (PCI); --file-prefix; --log-level.
+std::vector<std::string> eal_command_line(const std::vector<std::string>& user_args);
+
+}  // namespace metaroce::fabric_app

@@ -1,0 +1,89 @@
+#include "metaroce-fabric/fabric_report.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/json_line.hpp"
+
+namespace metaroce::fabric_app {
+
+void print_stats_line(std::FILE* out, double elapsed_s, const std::vector<DirectionReport>& now,
+                      const std::vector<DirectionReport>& previous) {
+  std::string line = fmt::format("[{:6.1f} s]", elapsed_s);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const DirectionTotals& t = now[i].snapshot.totals;
+    const DirectionSnapshot* before = i < previous.size() ? &previous[i].snapshot : nullptr;
+    double gbps = 0.0;
+    if (before != nullptr && now[i].snapshot.taken_ns > before->taken_ns)
+      gbps = static_cast<double>(t.forwarded_bytes - before->totals.forwarded_bytes) * 8.0 /
+             static_cast<double>(now[i].snapshot.taken_ns - before->taken_ns);
+    fmt::format_to(std::back_inserter(line), "{} {} rx {} fwd {} drop {} mark {} in flight {} {:.2f} Gb/s",
+                   i == 0 ? "" : " |", now[i].label, t.received, t.forwarded, t.dropped(), t.ecn_marked,
+                   t.in_flight, gbps);
+  }
+  line.push_back('\n');
+  std::fputs(line.c_str(), out);
+  std::fflush(out);
+}
+
+std::string summary_json(const RunSummary& summary) {
+  apps::JsonLine j;
+  j.add("app", "metaroce-fabric");
+  j.add("port_a", summary.port_a);
+  j.add("port_b", summary.port_b);
+  j.add("duration_s", summary.duration_s);
+  j.add("lcores", summary.lcores);
+  j.add("stopped_by", summary.stopped_by);
+  j.add("invariant", "received + duplicated == forwarded + dropped.total + in_flight");
+  for (const DirectionReport& d : summary.directions) {
+    const DirectionTotals& t = d.snapshot.totals;
+    j.begin_object(d.name);
+    j.add("spec", d.spec);
+    j.add("received", t.received);
+    j.add("forwarded", t.forwarded);
+    j.begin_object("dropped");
+    j.add("total", t.dropped());
+    j.add("random_loss", t.dropped_random_loss);
+    j.add("burst_loss", t.dropped_burst_loss);
+    j.add("queue_full", t.dropped_queue_full);
+    j.add("blackhole", t.dropped_blackhole);
+    j.add("no_mbuf", t.dropped_no_mbuf);
+    j.end_object();
+    j.add("ecn_marked", t.ecn_marked);
+    j.add("duplicated", t.duplicated);
+    j.add("corrupted", t.corrupted);
+    j.add("reordered", t.reordered);
+    j.add("reordered_in_path", t.reordered_in_path);
+    j.add("in_flight", t.in_flight);
+    j.add("received_bytes", t.received_bytes);
+    j.add("forwarded_bytes", t.forwarded_bytes);
+    j.add("rx_missed", t.rx_missed);
+    j.add("tx_deferred", t.tx_deferred);
+    j.add("rx_linearized", t.rx_linearized);
+    j.add("clones", t.clones);
+    j.add("private_copies", t.private_copies);
+    j.end_object();
+  }
+  return std::move(j).finish();
+}
+
+bool write_summary(const std::string& path, const RunSummary& summary, std::string& error) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    error = fmt::format("--json: cannot open '{}' for writing: {}; check the directory exists and is writable", path,
+                        std::strerror(errno));
+    return false;
+  }
+  const std::string text = summary_json(summary) + "\n";
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    error = fmt::format("--json: writing '{}' failed (disk full?)", path);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace metaroce::fabric_app

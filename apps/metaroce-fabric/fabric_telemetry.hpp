@@ -1,0 +1,38 @@
+// metaroce-fabric on DPDK's telemetry socket (rte_telemetry):
+//
+//   /metaroce/fabric   port_a, port_b, uptime_ns, and per direction (a_to_b,
+//                      b_to_a) every counter of DirectionTotals, the spec
+//                      (canonical; DPDK cuts strings at 127 characters) and
+//                      snapshot_age_ns
+//
+// Read with `dpdk-telemetry.py -f PREFIX` (the EAL --file-prefix,
+// metaroce-fabric by default). The callback reads the directions'
+// published snapshots (fabric_node.hpp), never the live counters.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/tsc_clock.hpp"
+#include "metaroce-fabric/fabric_node.hpp"
+
+namespace metaroce::fabric_app {
+
+class FabricTelemetry {
+ public:
+  // Registers the command (once per process) and makes `directions` what it
+  // shows until destruction; they must outlive this object.
+  FabricTelemetry(std::vector<const Direction*> directions, std::string port_a, std::string port_b,
+                  const engine::TscClock& clock);
+  // Waits for a reply in progress, then the command answers {"error": ...}.
+  ~FabricTelemetry();
+  FabricTelemetry(const FabricTelemetry&) = delete;
+  FabricTelemetry& operator=(const FabricTelemetry&) = delete;
+
+  [[nodiscard]] bool registered() const noexcept { return registered_; }
+
+ private:
+  bool registered_ = false;
+};
+
+}  // namespace metaroce::fabric_app
