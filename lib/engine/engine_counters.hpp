@@ -20,6 +20,7 @@ struct EngineCounters {
   std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
   std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
   std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
+  std::uint64_t rx_vlan_mismatch = 0;  // dropped: 802.1Q tag (or none) not the connection's VLAN
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
   std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
 
@@ -29,7 +30,9 @@ struct EngineCounters {
   std::uint64_t tx_copied = 0;       // payload copied into the mbuf
   std::uint64_t tx_deferred = 0;     // not taken by the PMD this turn; retried the next
   std::uint64_t tx_ring_full = 0;    // turns in which the PMD took fewer than offered
-  std::uint64_t tx_mempool_empty = 0;  // dropped: no mbuf to build the frame (loss recovery resends)
+  // Frames that found no mbuf: copied aside and sent on a later turn, in
+  // order, before anything newer (not a drop; connections wait meanwhile).
+  std::uint64_t tx_mempool_empty = 0;
   std::uint64_t tx_frame_too_large = 0;  // dropped: frame larger than an mbuf (raise mbuf_data_room)
 
   std::uint64_t polls = 0;
@@ -38,6 +41,7 @@ struct EngineCounters {
   // Longest time between two turns: a stall (preemption, a slow caller)
   // that the transport's timers saw. Not a sum: += keeps the larger.
   std::uint64_t max_poll_gap_ns = 0;
+  std::uint64_t connections_refused = 0;  // add_connection refused: max_connections reached
 
   [[nodiscard]] std::uint64_t rx_parse_errors_total() const noexcept {
     std::uint64_t n = 0;
@@ -45,7 +49,8 @@ struct EngineCounters {
     return n;
   }
   [[nodiscard]] std::uint64_t dropped() const noexcept {
-    return rx_unknown_qpn + rx_misdirected + rx_parse_errors_total() + rx_mempool_empty + tx_mempool_empty + tx_frame_too_large;
+    return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_parse_errors_total() + rx_mempool_empty +
+           tx_frame_too_large;
   }
 
   EngineCounters& operator+=(const EngineCounters& o) noexcept {
@@ -56,6 +61,7 @@ struct EngineCounters {
     rx_unknown_qpn += o.rx_unknown_qpn;
     rx_management += o.rx_management;
     rx_misdirected += o.rx_misdirected;
+    rx_vlan_mismatch += o.rx_vlan_mismatch;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
     rx_mempool_empty += o.rx_mempool_empty;
     tx_frames += o.tx_frames;
@@ -70,6 +76,7 @@ struct EngineCounters {
     idle_polls += o.idle_polls;
     idle_sleeps += o.idle_sleeps;
     max_poll_gap_ns = std::max(max_poll_gap_ns, o.max_poll_gap_ns);
+    connections_refused += o.connections_refused;
     return *this;
   }
 
@@ -84,6 +91,7 @@ struct EngineCounters {
     f("rx_unknown_qpn", rx_unknown_qpn);
     f("rx_management", rx_management);
     f("rx_misdirected", rx_misdirected);
+    f("rx_vlan_mismatch", rx_vlan_mismatch);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
       f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), rx_parse_errors[i]);
     f("rx_mempool_empty", rx_mempool_empty);
@@ -99,6 +107,7 @@ struct EngineCounters {
     f("idle_polls", idle_polls);
     f("idle_sleeps", idle_sleeps);
     f("max_poll_gap_ns", max_poll_gap_ns);
+    f("connections_refused", connections_refused);
   }
 };
 

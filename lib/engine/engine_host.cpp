@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "wire/byte_order.hpp"
+
 namespace metaroce::engine {
 
 std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, std::string& error) {
@@ -27,7 +29,8 @@ std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, s
 }
 
 EngineHost::~EngineHost() {
-  // Frames nobody will send any more go back to their pools.
+  // Frames nobody will send any more go back to their pools (held ones are
+  // plain bytes).
   for (std::size_t i = tx_pending_head_; i < tx_pending_.size(); ++i) rte_pktmbuf_free(tx_pending_[i]);
   // Connections hold timers on the wheel: they go first.
   connection_list_.clear();
@@ -37,6 +40,13 @@ EngineHost::~EngineHost() {
 transport::Connection* EngineHost::add_connection(const transport::ConnectionConfig& config,
                                                   std::unique_ptr<transport::CongestionControl> congestion,
                                                   std::string& error) {
+  if (connections_.size() >= config_.max_connections) {
+    ++counters_.connections_refused;
+    error = fmt::format("{}: already {} connections, its max_connections: raise max_connections, or put the "
+                        "connection on another host (lcore, queue)",
+                        config_.name, connections_.size());
+    return nullptr;
+  }
   if (connections_.contains(config.local_qpn)) {
     error = fmt::format("{}: QPN {:#x} already has a connection: pick another local_qpn", config_.name,
                         config.local_qpn);
@@ -73,12 +83,51 @@ bool EngineHost::remove_connection(std::uint32_t local_qpn) {
 }
 
 bool EngineHost::send_frame(std::span<const std::uint8_t> frame) {
-  rte_mbuf* m = tx_builder_->copy_frame(frame);
-  if (m == nullptr) {
-    ++counters_.tx_mempool_empty;
+  if (frame.size() > tx_builder_->max_copied_frame()) {
+    ++counters_.tx_frame_too_large;
     return false;
   }
-  tx_pending_.push_back(m);
+  if (rte_mbuf* m = tx_held() == 0 ? tx_builder_->copy_frame(frame) : nullptr; m != nullptr) {
+    tx_pending_.push_back(m);
+    return true;
+  }
+  ++counters_.tx_mempool_empty;
+  held_bytes_.insert(held_bytes_.end(), frame.begin(), frame.end());
+  held_ends_.push_back(held_bytes_.size());
+  return true;
+}
+
+// Packet i of batch_ found no mbuf: copy it aside, to be built on a later
+// turn. Not a drop: the connection counts it sent, and it will be.
+void EngineHost::hold(std::size_t i) {
+  if (batch_.frame_size(i) > tx_builder_->max_copied_frame()) {
+    ++counters_.tx_frame_too_large;  // held frames are copied: this one never fits
+    return;
+  }
+  ++counters_.tx_mempool_empty;
+  batch_.serialize(i, held_bytes_);
+  held_ends_.push_back(held_bytes_.size());
+}
+
+// Builds held frames, oldest first, while the pool gives mbufs; true when
+// none is left.
+bool EngineHost::release_held() {
+  while (held_head_ < held_ends_.size()) {
+    const std::size_t from = held_head_ == 0 ? 0 : held_ends_[held_head_ - 1];
+    rte_mbuf* m = tx_builder_->copy_frame(
+        std::span<const std::uint8_t>(held_bytes_.data() + from, held_ends_[held_head_] - from));
+    if (m == nullptr) {
+      // A NIC frees what it has sent only when asked (or on later bursts,
+      // which we do not make while frames are held): ask.
+      rte_eth_tx_done_cleanup(config_.port_id, config_.queue, 0);
+      return false;
+    }
+    tx_pending_.push_back(m);
+    ++held_head_;
+  }
+  held_bytes_.clear();
+  held_ends_.clear();
+  held_head_ = 0;
   return true;
 }
 
@@ -107,6 +156,16 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
       ++counters_.rx_misdirected;  // another queue's QPN: the sender or the NIC steered it wrong
     else
       ++counters_.rx_unknown_qpn;
+    return;
+  }
+  // The connection's VLAN (by VID; the priority bits may be rewritten on
+  // the way), or none: the same QPN on another VLAN is another network's.
+  // The engine enables no VLAN stripping, so the tag is in the frame.
+  const transport::Endpoints& endpoints = it->second->config().endpoints;
+  const bool tagged = parsed.l3_offset != wire::ethernet_header_size;
+  if (tagged != endpoints.vlan_present ||
+      (tagged && ((wire::load_be16(bytes.data() + wire::ethernet_header_size) ^ endpoints.vlan_tci) & 0x0fff) != 0)) {
+    ++counters_.rx_vlan_mismatch;
     return;
   }
   ++counters_.rx_delivered;
@@ -155,27 +214,44 @@ std::size_t EngineHost::poll_once() {
   wheel_.advance(now);
 
   std::size_t sent = flush_tx();
-  // Back-pressure: while the PMD has not taken last turn's frames, the
-  // connections keep theirs (their windows hold them), nothing is dropped.
+  // Back-pressure: while the PMD has not taken last turn's frames, or held
+  // frames wait for mbufs, the connections keep theirs (their windows hold
+  // them); nothing is dropped.
   if (tx_waiting() == 0) {
-    for (auto* c : connection_list_) {
-      batch_.clear();
-      c->poll(now, batch_);
-      for (std::size_t i = 0; i < batch_.size(); ++i) {
-        rte_mbuf* m = nullptr;
-        switch (tx_builder_->build(batch_, i, m)) {
-          case TxBuild::copied: ++counters_.tx_copied; tx_pending_.push_back(m); break;
-          case TxBuild::zero_copy: ++counters_.tx_zero_copy; tx_pending_.push_back(m); break;
-          case TxBuild::mempool_empty: ++counters_.tx_mempool_empty; break;
-          case TxBuild::too_large: ++counters_.tx_frame_too_large; break;
-        }
-      }
-    }
+    if (release_held()) poll_connections(now);
     sent += flush_tx();
   }
   const std::size_t work = received + sent;
   if (work == 0) ++counters_.idle_polls;
   return work;
+}
+
+void EngineHost::poll_connections(std::uint64_t now) {
+  const std::size_t n = connection_list_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    transport::Connection* c = connection_list_[(poll_cursor_ + k) % n];
+    batch_.clear();
+    c->poll(now, batch_);
+    for (std::size_t i = 0; i < batch_.size(); ++i) {
+      if (tx_held() != 0) {  // behind a held frame of its connection, in order
+        hold(i);
+        continue;
+      }
+      rte_mbuf* m = nullptr;
+      switch (tx_builder_->build(batch_, i, m)) {
+        case TxBuild::copied: ++counters_.tx_copied; tx_pending_.push_back(m); break;
+        case TxBuild::zero_copy: ++counters_.tx_zero_copy; tx_pending_.push_back(m); break;
+        case TxBuild::mempool_empty: hold(i); break;
+        case TxBuild::too_large: ++counters_.tx_frame_too_large; break;
+      }
+    }
+    if (tx_held() != 0) {
+      // The pool is empty: the other connections keep their frames, and the
+      // next of them goes first once it refills (no connection starves).
+      poll_cursor_ = (poll_cursor_ + k + 1) % n;
+      return;
+    }
+  }
 }
 
 void EngineHost::idle(bool nothing_done) {

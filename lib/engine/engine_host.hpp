@@ -5,11 +5,13 @@
 // One turn of the poll loop (poll_once):
 //   rx burst -> parse (ICRC checked in software unless the NIC offloads it;
 //   a bad frame is counted under its ParseError name and freed) -> the
-//   connection of its destination QP -> wheel.advance(now) -> transmit what
-//   the PMD did not take last turn -> Connection::poll for each connection
-//   -> descriptors to mbufs (copied, or payload attached in place) -> tx
-//   burst; what the PMD does not take waits for the next turn (counted, never
-//   dropped), and connections are not polled while it waits.
+//   connection of its destination QP (its VLAN checked) -> wheel.advance(now)
+//   -> transmit what the PMD did not take last turn -> Connection::poll for
+//   each connection -> descriptors to mbufs (copied, or payload attached in
+//   place) -> tx burst. What the PMD does not take waits for the next turn,
+//   and a frame that finds the tx mempool empty is copied aside and built on
+//   a later turn (both counted, neither dropped); connections are not polled
+//   while anything waits.
 //
 // Threading: every member runs on the owning lcore, except counters(),
 // which others may read as a racy snapshot.
@@ -55,6 +57,9 @@ struct EngineHostConfig {
   std::uint32_t zero_copy_threshold = default_zero_copy_threshold;
   std::uint32_t tx_mbufs = 16384;
   std::uint16_t tx_data_room = 0;  // 0: room for a 9000-byte frame
+  // Connections this host may own (each is about 700 KiB with the default
+  // windows): add_connection refuses more (connections_refused).
+  std::uint32_t max_connections = 1024;
   // 0: busy poll. Otherwise run() sleeps this long after a turn that did
   // nothing, so processes can share cores (costs latency).
   std::uint32_t idle_sleep_us = 0;
@@ -68,7 +73,8 @@ class EngineHost {
   EngineHost& operator=(const EngineHost&) = delete;
 
   // Creates a connection on this host's wheel and registry; nullptr and
-  // `error` when the config is not usable or its local QPN is taken.
+  // `error` when the config is not usable, its local QPN is taken or the
+  // host has max_connections already.
   transport::Connection* add_connection(const transport::ConnectionConfig& config,
                                         std::unique_ptr<transport::CongestionControl> congestion,
                                         std::string& error);
@@ -81,7 +87,8 @@ class EngineHost {
   using ManagementHandler = std::function<void(std::uint64_t now_ns, const wire::ParsedFrame&)>;
   void set_management_handler(ManagementHandler handler) { management_ = std::move(handler); }
   // Queues one whole frame (ICRC included) for transmission with the
-  // connections' frames; false when no mbuf was free (counted).
+  // connections' frames (held in host memory if no mbuf is free); false
+  // only when it is larger than an mbuf (tx_frame_too_large).
   bool send_frame(std::span<const std::uint8_t> frame);
   [[nodiscard]] transport::MemoryRegistry& memory() noexcept { return memory_; }
 
@@ -99,12 +106,17 @@ class EngineHost {
   // Copies the port's rx_nombuf into counters().rx_mempool_empty.
   void refresh_port_counters() noexcept;
   [[nodiscard]] std::size_t tx_waiting() const noexcept { return tx_pending_.size() - tx_pending_head_; }
+  // Frames that found no mbuf and wait, copied, for the pool to refill.
+  [[nodiscard]] std::size_t tx_held() const noexcept { return held_ends_.size() - held_head_; }
   [[nodiscard]] const EngineHostConfig& config() const noexcept { return config_; }
 
  private:
   explicit EngineHost(const EngineHostConfig& config) : config_(config) {}
   void receive(std::uint64_t now, rte_mbuf* m);
   std::size_t flush_tx();
+  void poll_connections(std::uint64_t now);
+  void hold(std::size_t i);
+  bool release_held();
   void idle(bool nothing_done);
 
   static constexpr std::uint16_t burst_size = 32;
@@ -119,6 +131,13 @@ class EngineHost {
   transport::TxBatch batch_;
   std::vector<rte_mbuf*> tx_pending_;
   std::size_t tx_pending_head_ = 0;
+  // Frames the connections emitted when the tx mempool was empty, copied
+  // whole (their payload may be the application's, reusable once
+  // acknowledged): held_ends_[k] is where frame k ends in held_bytes_.
+  std::vector<std::uint8_t> held_bytes_;
+  std::vector<std::size_t> held_ends_;
+  std::size_t held_head_ = 0;  // next held frame to build
+  std::size_t poll_cursor_ = 0;  // the connection polled first next turn
   std::vector<std::uint8_t> rx_scratch_;
   EngineCounters counters_;
   std::uint64_t last_poll_ns_ = 0;

@@ -125,6 +125,10 @@ TxBuild TxMbufBuilder::build(const transport::TxBatch& batch, std::size_t i, rte
   return TxBuild::zero_copy;
 }
 
+std::size_t TxMbufBuilder::max_copied_frame() const noexcept {
+  return std::min<std::size_t>(rte_pktmbuf_data_room_size(frames_) - RTE_PKTMBUF_HEADROOM, 65535);
+}
+
 rte_mbuf* TxMbufBuilder::copy_frame(std::span<const std::uint8_t> frame) noexcept {
   if (frame.size() > 65535) return nullptr;
   rte_mbuf* m = rte_pktmbuf_alloc(frames_);
@@ -134,7 +138,7 @@ rte_mbuf* TxMbufBuilder::copy_frame(std::span<const std::uint8_t> frame) noexcep
     rte_pktmbuf_free(m);
     return nullptr;
   }
-  std::memcpy(p, frame.data(), frame.size());
+  if (!frame.empty()) std::memcpy(p, frame.data(), frame.size());  // an empty span's data() may be null
   return m;
 }
 

@@ -57,6 +57,8 @@ class TxMbufBuilder {
   // empty or the frame does not fit.
   rte_mbuf* copy_frame(std::span<const std::uint8_t> frame) noexcept;
 
+  // The largest frame build() copies, or copy_frame takes, into one mbuf.
+  [[nodiscard]] std::size_t max_copied_frame() const noexcept;
   [[nodiscard]] bool zero_copy_enabled() const noexcept { return zero_copy_; }
   [[nodiscard]] std::uint32_t zero_copy_threshold() const noexcept { return threshold_; }
 

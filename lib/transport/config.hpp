@@ -47,6 +47,11 @@ struct ConnectionConfig {
   std::uint32_t stream_window = 1024;
   // Packets a path may have in flight: at most 256, the SACK bitmap's reach.
   std::uint32_t path_window = 256;
+  // Completions the connection's queue holds. Each work request posted makes
+  // exactly one, so post_send and post_receive refuse (queue_full) once this
+  // many are posted and their completions not yet polled: the queue never
+  // overflows and no completion is lost. At least 1.
+  std::uint32_t completion_queue_depth = 65536;
 
   // ACK coalescing: an ACK after this many data packets or this long after
   // the first unacknowledged one, whichever comes first; at once on a gap

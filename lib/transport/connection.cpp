@@ -14,14 +14,19 @@ std::string_view to_string(PostResult r) noexcept {
     case PostResult::bad_lkey: return "bad_lkey";
     case PostResult::bad_rkey: return "bad_rkey";
     case PostResult::too_long: return "too_long";
+    case PostResult::queue_full: return "queue_full";
   }
   return "invalid";
 }
 
-PostResult Connection::check_send(const SendRequest& request) const noexcept {
+PostResult Connection::check_send(const SendRequest& request) noexcept {
   if (state_ != ConnectionState::ready) return PostResult::not_ready;
   if (request.stream >= config_.streams) return PostResult::bad_stream;
   if (request.length > 0xffff'ffffu) return PostResult::too_long;
+  if (work_in_use_ >= config_.completion_queue_depth) {
+    ++counters_.posts_refused_queue_full;
+    return PostResult::queue_full;
+  }
   if (request.length > 0 &&
       memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
           AccessCheck::ok)
@@ -30,9 +35,13 @@ PostResult Connection::check_send(const SendRequest& request) const noexcept {
   return PostResult::ok;
 }
 
-PostResult Connection::check_receive(const ReceiveRequest& request) const noexcept {
+PostResult Connection::check_receive(const ReceiveRequest& request) noexcept {
   if (state_ != ConnectionState::ready && state_ != ConnectionState::init) return PostResult::not_ready;
   if (request.stream >= config_.streams) return PostResult::bad_stream;
+  if (work_in_use_ >= config_.completion_queue_depth) {
+    ++counters_.posts_refused_queue_full;
+    return PostResult::queue_full;
+  }
   if (request.length > 0 &&
       memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.addr), request.length,
                     access_local_write) != AccessCheck::ok)

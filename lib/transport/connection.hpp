@@ -49,6 +49,7 @@ enum class PostResult : std::uint8_t {
   bad_lkey,       // local bytes not inside a region registered for them
   bad_rkey,       // (WRITE) rkey 0 is never valid
   too_long,       // message longer than 4 GiB - 1 (the wire's message length field)
+  queue_full,     // completion_queue_depth work requests posted and not yet polled
 };
 
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;
@@ -106,6 +107,7 @@ class Connection {
     const std::size_t n = completions_.size();
     out.insert(out.end(), completions_.begin(), completions_.end());
     completions_.clear();
+    work_in_use_ -= n;
     return n;
   }
 
@@ -143,9 +145,10 @@ class Connection {
     if (!pacing_timer_.armed()) wheel_.arm(pacing_timer_, pacer_.next());
     return false;
   }
-  // The checks every post_send and post_receive make, whatever the mode.
-  [[nodiscard]] PostResult check_send(const SendRequest& request) const noexcept;
-  [[nodiscard]] PostResult check_receive(const ReceiveRequest& request) const noexcept;
+  // The checks every post_send and post_receive make, whatever the mode
+  // (they count posts_refused_queue_full).
+  [[nodiscard]] PostResult check_send(const SendRequest& request) noexcept;
+  [[nodiscard]] PostResult check_receive(const ReceiveRequest& request) noexcept;
 
   void paced(Time now, std::size_t wire_bytes) {
     pacer_.sent(now, static_cast<std::uint32_t>(wire_bytes), pacing_rate_);
@@ -163,6 +166,9 @@ class Connection {
   std::array<std::uint64_t, static_cast<std::size_t>(ConnectionState::count_)> transitions_{};
   ConnectionCounters counters_;
   std::vector<Completion> completions_;
+  // Work requests posted whose completion has not been polled: each
+  // implementation's post_* adds one when it accepts a request.
+  std::uint64_t work_in_use_ = 0;
   bool wants_poll_ = false;
   std::unique_ptr<CongestionControl> congestion_;
   ReceiveShare* receive_share_ = nullptr;

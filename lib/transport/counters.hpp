@@ -30,9 +30,9 @@ namespace metaroce::transport {
   X(path_seq_beyond_window, "data packets dropped: path sequence beyond the SACK window")    \
   X(path_id_out_of_range, "packets dropped: path id >= the connection's paths")              \
   X(stream_out_of_range, "packets dropped: stream id >= the connection's streams")           \
-  X(payload_over_mtu, "data packets dropped: more payload than the connection's MTU")        \
+  X(payload_over_mtu, "data packets refused: more payload than the MTU (rocev2: NAKed)")    \
   X(message_beyond_window, "packets dropped: message sequence outside the stream window")   \
-  X(inconsistent_message, "packets dropped: length or kind disagrees with the message")      \
+  X(inconsistent_message, "data packets refused: kind, length or sequence disagrees with the message (rocev2: NAKed)") \
   X(offset_out_of_range, "packets dropped: offset + length beyond the message length")      \
   X(remote_access_errors, "WRITEs refused: rkey, rights or bounds (NAKed)")                  \
   X(receive_too_small, "SENDs larger than the posted receive (NAKed)")                       \
@@ -42,13 +42,15 @@ namespace metaroce::transport {
   X(ecn_ce_received, "data packets received with ECN CE")                                    \
   X(sack_unknown, "SACK bits or path blocks for packets never sent")                        \
   X(pkey_mismatch, "packets dropped: BTH P_Key is not the connection's (another incarnation)") \
-  X(packets_in_error_state, "packets dropped because the connection is in ERROR")            \
+  X(reserved_ack_syndromes, "ACKs dropped: their syndrome is of a reserved kind (not ACK, RNR NAK or NAK)") \
+  X(packets_in_error_state, "packets dropped: the connection is not READY (ERROR, CLOSED, INIT)") \
   X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
   X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (READ, atomics, UC, UD)") \
   X(cnp_received, "rocev2: CNPs received (handed to congestion control)")                  \
   X(cnps_sent, "rocev2: CNPs sent for CE-marked packets, at most one per cnp_interval")   \
   X(send_completions, "send and write completions delivered")                               \
-  X(receive_completions, "receive completions delivered")
+  X(receive_completions, "receive completions delivered")                                   \
+  X(posts_refused_queue_full, "post_send / post_receive refused: completion_queue_depth work requests unpolled")
 
 struct ConnectionCounters {
 #define METAROCE_DECLARE_COUNTER(name, what) std::uint64_t name = 0;

@@ -63,6 +63,7 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
       request.length == 0 ? 1 : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
   stream_sends_[request.stream].push_back(message.get());
   send_queue_.push_back(std::move(message));
+  ++work_in_use_;
   wants_poll_ = true;
   return PostResult::ok;
 }
@@ -70,6 +71,7 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
 PostResult MetaroceConnection::post_receive(const ReceiveRequest& request) {
   if (const PostResult r = check_receive(request); r != PostResult::ok) return r;
   rx_streams_[request.stream].posted.push_back(request);
+  ++work_in_use_;
   // A WRITE_IMM that arrived before any receive was posted completes now.
   complete_receives(rx_streams_[request.stream], request.stream);
   return PostResult::ok;

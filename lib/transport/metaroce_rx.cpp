@@ -169,6 +169,15 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       ++counters_.offset_out_of_range;
       return;
     }
+    // Messages are cut at the MTU: each packet but the last carries one MTU
+    // from a multiple of it, the last one the rest and the LAST flag. Any
+    // other length (a pad count that lies, a forged one) would leave a
+    // message whose bytes never add up, stalling its stream for good.
+    if (offset % config_.mtu != 0 || len != std::min<std::uint64_t>(config_.mtu, msg_len - offset) ||
+        ((d.flags & wire::mr_flag::last) != 0) != (offset + len == msg_len)) {
+      ++counters_.inconsistent_message;
+      return;
+    }
     std::uint8_t* destination = nullptr;
     if (is_send) {
       const std::uint32_t index = frame.mr_send.recv_seq - stream.posted_base;
@@ -194,7 +203,10 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       msg.recv_seq = frame.mr_send.recv_seq;
     } else {
       const wire::MrWriteHeader& w = frame.mr_write;
-      if (memory_.check(w.rkey, w.va, len, access_remote_write) != AccessCheck::ok) {
+      // The whole message's range (this packet's VA less its offset), so
+      // that no packet of a message that would leave the region is placed,
+      // whichever arrives first; it holds this packet's bytes.
+      if (memory_.check(w.rkey, w.va - offset, msg_len, access_remote_write) != AccessCheck::ok) {
         ++counters_.remote_access_errors;
         send_nak(wire::syndrome::nak_remote_access_error, frame.bth.psn);
         fail(CompletionStatus::flushed, nullptr);

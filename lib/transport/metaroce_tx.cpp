@@ -471,7 +471,11 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
   if (ack.rate_hint_mbps != 0) congestion_->on_rate_hint(ack.rate_hint_mbps, now);
 
   const wire::AckKind kind = wire::ack_kind(ack.syndrome);
-  if (kind != wire::AckKind::ack) {
+  if (kind == wire::AckKind::reserved) {
+    // Its path blocks and delivered PSN count (they say what arrived); the
+    // syndrome itself means nothing we know.
+    ++counters_.reserved_ack_syndromes;
+  } else if (kind != wire::AckKind::ack) {
     const std::uint64_t rel = snd_una_ + ((frame.bth.psn - wire_psn(snd_una_)) & wire::psn_mask);
     const bool known = rel < snd_next_;
     TxPacket* pkt = known ? &tx_[rel & (config_.psn_window - 1)] : nullptr;

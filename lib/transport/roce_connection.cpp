@@ -55,6 +55,7 @@ PostResult RoceConnection::post_send(const SendRequest& request) {
       request.length == 0 ? 1 : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
   snd_assigned_ += message->packets;
   send_queue_.push_back(std::move(message));
+  ++work_in_use_;
   wants_poll_ = true;
   return PostResult::ok;
 }
@@ -62,6 +63,7 @@ PostResult RoceConnection::post_send(const SendRequest& request) {
 PostResult RoceConnection::post_receive(const ReceiveRequest& request) {
   if (const PostResult r = check_receive(request); r != PostResult::ok) return r;
   posted_receives_.push_back(request);
+  ++work_in_use_;
   return PostResult::ok;
 }
 

@@ -21,12 +21,13 @@
 // the matching status.
 //
 // Responder (receive side): strictly in order. The packet with the expected
-// PSN e is validated (opcode sequence, lengths, R_Key / bounds / rights of
-// every WRITE packet) and placed; a packet past e is dropped and answered by
-// ONE NAK PSN-sequence-error per gap; a packet before e (a duplicate) is
-// dropped and answered by an ACK at once. ACKs are coalesced: every
-// ack_every_packets packets, on AckReq, or ack_delay after the first
-// unacknowledged packet. A SEND (at its FIRST / ONLY packet) or a
+// PSN e is validated (payload at most the MTU, opcode sequence, lengths,
+// R_Key / bounds / rights of the RETH's whole range at a WRITE's first
+// packet and of every WRITE packet's own bytes) and placed; a packet past
+// e is dropped and answered by ONE NAK PSN-sequence-error per gap; a packet
+// before e (a duplicate) is dropped and answered by an ACK at once. ACKs
+// are coalesced: every ack_every_packets packets, on AckReq, or ack_delay
+// after the first unacknowledged packet. A SEND (at its FIRST / ONLY packet) or a
 // WRITE_WITH_IMMEDIATE (at its LAST / ONLY packet) that finds no posted
 // receive is RNR NAKed and not placed.
 //

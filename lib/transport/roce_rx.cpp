@@ -94,6 +94,12 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
   const bool starts = roce::starts_message(op);
   const bool last = roce::ends_message(op);
   const std::uint64_t len = frame.payload.size();
+  // A length error (IBTA class C): NAK invalid request, the QP goes to ERROR.
+  if (len > config_.mtu) {
+    ++counters_.payload_over_mtu;
+    responder_error(wire::syndrome::nak_invalid_request);
+    return;
+  }
   // Opcode sequence: FIRST / ONLY start a message, MIDDLE / LAST continue
   // the current one of the same kind; FIRST and MIDDLE carry exactly one MTU.
   if ((starts && rx_in_message_) || (!starts && (!rx_in_message_ || rx_is_send_ != is_send)) ||
@@ -159,8 +165,13 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       responder_error(wire::syndrome::nak_invalid_request);
       return;
     }
-    // Every packet is checked (a zero-length WRITE touches nothing and is not).
-    if (len != 0 && memory_.check(rkey, va, len, access_remote_write) != AccessCheck::ok) {
+    // The RETH's whole range is checked at the first packet, so nothing of
+    // a message that would leave the region is written; then every packet,
+    // since the region may be deregistered meanwhile (a zero-length WRITE
+    // touches nothing and is not checked).
+    if ((starts && frame.reth.dma_len != 0 &&
+         memory_.check(rkey, va, frame.reth.dma_len, access_remote_write) != AccessCheck::ok) ||
+        (len != 0 && memory_.check(rkey, va, len, access_remote_write) != AccessCheck::ok)) {
       ++counters_.remote_access_errors;
       responder_error(wire::syndrome::nak_remote_access_error);
       return;

@@ -208,7 +208,10 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
     complete_sends();
     return;
   }
-  if (kind == wire::AckKind::reserved) return;
+  if (kind == wire::AckKind::reserved) {
+    ++counters_.reserved_ack_syndromes;
+    return;
+  }
   // A NAK for PSN p acknowledges every PSN before p; p itself was not done.
   if (rel >= snd_max_) {
     ++counters_.sack_unknown;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "connection_pair.hpp"
 #include "timer/wheel.hpp"
 #include "transport/connection.hpp"
 #include "transport/memory_region.hpp"
@@ -15,92 +16,20 @@ namespace {
 using namespace metaroce;
 using namespace metaroce::transport;
 
-// Two connections joined by hand: frames move only when a test says so.
-struct Pair {
-  explicit Pair(std::uint16_t paths = 4, std::uint32_t mtu = 1024) {
-    ConnectionConfig ca;
-    ca.paths = paths;
-    ca.mtu = mtu;
-    ca.streams = 2;
-    ca.local_qpn = 0x11;
-    ca.peer_qpn = 0x22;
-    ca.initial_psn = 0xfffffe;  // wraps after two packets
-    ca.peer_initial_psn = 7;
-    ca.endpoints.local_ipv4 = 0x0a000001;
-    ca.endpoints.peer_ipv4 = 0x0a000002;
-    ca.ack_every_packets = 1000;  // ACKs only when a test forces them
-    ca.ack_delay = 1'000'000;
-    ConnectionConfig cb = ca;
-    std::swap(cb.local_qpn, cb.peer_qpn);
-    std::swap(cb.initial_psn, cb.peer_initial_psn);
-    std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
-    std::string error;
-    a = Connection::create(ca, mem_a, wheel_a, nullptr, error);
-    EXPECT_TRUE(a) << error;
-    b = Connection::create(cb, mem_b, wheel_b, nullptr, error);
-    EXPECT_TRUE(b) << error;
-    a->connect();
-    b->connect();
-    src.assign(64 * 1024, 0);
-    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 13 + 1);
-    dst.assign(64 * 1024 + 2 * guard, 0xc5);
-    std::memset(dst.data() + guard, 0, 64 * 1024);
-    src_key = mem_a.register_region(src.data(), src.size(), access_local_write);
-    dst_key = mem_b.register_region(dst.data() + guard, 64 * 1024, access_local_write | access_remote_write);
-  }
-
-  // Frames a connection emits now, serialized.
-  static std::vector<std::vector<std::uint8_t>> drain(Connection& c, Time now) {
-    TxBatch batch;
-    c.poll(now, batch);
-    std::vector<std::vector<std::uint8_t>> frames;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      frames.emplace_back();
-      batch.serialize(i, frames.back());
-    }
-    return frames;
-  }
-  static void deliver(Connection& c, Time now, const std::vector<std::uint8_t>& frame) {
-    wire::ParsedFrame p;
-    ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
-    c.on_frame(now, p);
-  }
-  static wire::ParsedFrame parse(const std::vector<std::uint8_t>& frame) {
-    wire::ParsedFrame p;
-    EXPECT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
-    return p;
-  }
-  std::uint8_t* dst_at(std::size_t offset) { return dst.data() + guard + offset; }
-  bool guards_intact() const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (dst[i] != 0xc5 || dst[guard + 64 * 1024 + i] != 0xc5) return false;
-    return true;
-  }
-
-  static constexpr std::size_t guard = 4096;
-  MemoryRegistry mem_a, mem_b;
-  timer::Wheel wheel_a{0}, wheel_b{0};
-  std::unique_ptr<Connection> a, b;
-  std::vector<std::uint8_t> src, dst;
-  std::uint32_t src_key = 0, dst_key = 0;
+// The shared hand-driven pair (connection_pair.hpp), metaroce mode, 2 streams.
+struct Pair : test::ConnectionPair {
+  explicit Pair(std::uint16_t paths = 4, std::uint32_t mtu = 1024)
+      : ConnectionPair(test::pair_config(Mode::metaroce, mtu, paths, 2)) {}
 };
 
 SendRequest write_request(Pair& p, std::uint64_t id, std::size_t offset, std::size_t len) {
-  SendRequest r;
-  r.wr_id = id;
-  r.op = SendOp::write;
-  r.local_addr = p.src.data() + offset;
-  r.length = len;
-  r.lkey = p.src_key;
-  r.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst_at(offset));
-  r.rkey = p.dst_key;
-  return r;
+  return p.request(SendOp::write, id, offset, len);
 }
 
 TEST(MetaroceExact, WriteIsSprayedAndPlacedOutOfOrder) {
   Pair p(4, 1024);
   ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 3000)), PostResult::ok);
-  auto frames = Pair::drain(*p.a, 100'000);
+  auto frames = p.drain(*p.a, 100'000);
   ASSERT_EQ(frames.size(), 3u);  // 1024 + 1024 + 952
   for (std::size_t i = 0; i < frames.size(); ++i) {
     const auto f = Pair::parse(frames[i]);
@@ -128,7 +57,7 @@ TEST(MetaroceExact, WriteIsSprayedAndPlacedOutOfOrder) {
   EXPECT_TRUE(p.guards_intact());
 
   // The AckReq on the last packet made B want to ACK: one ACK, three paths.
-  auto acks = Pair::drain(*p.b, 120'000);
+  auto acks = p.drain(*p.b, 120'000);
   ASSERT_EQ(acks.size(), 1u);
   const auto ack = Pair::parse(acks[0]);
   EXPECT_EQ(ack.bth.opcode, wire::opcode::mr_ack);
@@ -151,13 +80,13 @@ TEST(MetaroceExact, WriteIsSprayedAndPlacedOutOfOrder) {
 TEST(MetaroceExact, GapOnAPathRetransmitsExactlyTheMissingPacketOnAnotherSequence) {
   Pair p(1, 1024);  // one path, so the gap is unambiguous
   ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 4096)), PostResult::ok);
-  auto frames = Pair::drain(*p.a, 100'000);
+  auto frames = p.drain(*p.a, 100'000);
   ASSERT_EQ(frames.size(), 4u);
   // Packet 1 (path seq 1) is lost; 0, 2, 3 arrive.
   Pair::deliver(*p.b, 110'000, frames[0]);
   Pair::deliver(*p.b, 110'000, frames[2]);
   Pair::deliver(*p.b, 110'000, frames[3]);
-  auto acks = Pair::drain(*p.b, 110'000);  // a gap forces an immediate ACK
+  auto acks = p.drain(*p.b, 110'000);  // a gap forces an immediate ACK
   ASSERT_EQ(acks.size(), 1u);
   const auto block = Pair::parse(acks[0]).path_ack(0);
   EXPECT_EQ(block.cum_seq, 1u);
@@ -166,7 +95,7 @@ TEST(MetaroceExact, GapOnAPathRetransmitsExactlyTheMissingPacketOnAnotherSequenc
   EXPECT_FALSE(block.sack_bit(2));
   Pair::deliver(*p.a, 120'000, acks[0]);
   EXPECT_EQ(p.a->counters().packets_declared_lost, 1u);
-  auto resent = Pair::drain(*p.a, 120'000);
+  auto resent = p.drain(*p.a, 120'000);
   ASSERT_EQ(resent.size(), 1u);
   const auto r = Pair::parse(resent[0]);
   EXPECT_EQ(r.bth.psn, (0xfffffeu + 1) & wire::psn_mask);  // same PSN
@@ -182,7 +111,7 @@ TEST(MetaroceExact, GapOnAPathRetransmitsExactlyTheMissingPacketOnAnotherSequenc
 TEST(MetaroceExact, DuplicateIsDroppedAndCounted) {
   Pair p(2, 1024);
   ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 2048)), PostResult::ok);
-  auto frames = Pair::drain(*p.a, 100'000);
+  auto frames = p.drain(*p.a, 100'000);
   ASSERT_EQ(frames.size(), 2u);
   Pair::deliver(*p.b, 110'000, frames[1]);
   std::memset(p.dst_at(1024), 0xee, 16);  // the application reuses the bytes
@@ -203,19 +132,19 @@ TEST(MetaroceExact, SendWithoutReceiveIsRnrNakedThenRetried) {
   s.lkey = p.src_key;
   s.imm = 0xabcdef01;
   ASSERT_EQ(p.a->post_send(s), PostResult::ok);
-  auto frames = Pair::drain(*p.a, 100'000);
+  auto frames = p.drain(*p.a, 100'000);
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(Pair::parse(frames[0]).bth.opcode, wire::opcode::mr_send_imm);
   Pair::deliver(*p.b, 110'000, frames[0]);
   EXPECT_EQ(p.b->counters().rnr_naks_sent, 1u);
-  auto naks = Pair::drain(*p.b, 110'000);
+  auto naks = p.drain(*p.b, 110'000);
   ASSERT_EQ(naks.size(), 1u);
   const auto nak = Pair::parse(naks[0]);
   EXPECT_EQ(wire::ack_kind(nak.mr_ack.syndrome), wire::AckKind::rnr_nak);
   EXPECT_EQ(nak.bth.psn, 0xfffffeu);
   Pair::deliver(*p.a, 120'000, naks[0]);
   EXPECT_EQ(p.a->counters().rnr_naks_received, 1u);
-  EXPECT_TRUE(Pair::drain(*p.a, 120'000).empty()) << "nothing resent before rnr_delay";
+  EXPECT_TRUE(p.drain(*p.a, 120'000).empty()) << "nothing resent before rnr_delay";
 
   ReceiveRequest r;
   r.wr_id = 77;
@@ -228,7 +157,7 @@ TEST(MetaroceExact, SendWithoutReceiveIsRnrNakedThenRetried) {
   const timer::Tick wake = p.wheel_a.next_deadline();
   ASSERT_GE(wake, 120'000 + p.a->config().rnr_delay);
   p.wheel_a.advance(wake);
-  auto resent = Pair::drain(*p.a, wake);
+  auto resent = p.drain(*p.a, wake);
   ASSERT_EQ(resent.size(), 1u);
   Pair::deliver(*p.b, 150'000, resent[0]);
   std::vector<Completion> cq;
@@ -249,14 +178,14 @@ TEST(MetaroceExact, WriteOutsideTheRegionWritesNothingAndFailsBothEnds) {
   ASSERT_EQ(p.a->post_send(w), PostResult::ok);
   SendRequest later = write_request(p, 6, 4096, 10);
   ASSERT_EQ(p.a->post_send(later), PostResult::ok);
-  auto frames = Pair::drain(*p.a, 100'000);
+  auto frames = p.drain(*p.a, 100'000);
   ASSERT_EQ(frames.size(), 3u);
   Pair::deliver(*p.b, 110'000, frames[1]);  // the overrunning packet first
   EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
   EXPECT_EQ(p.b->state(), ConnectionState::error);
   EXPECT_TRUE(p.guards_intact());
   EXPECT_EQ(*p.dst_at(64 * 1024 - 1), 0) << "nothing placed";
-  auto naks = Pair::drain(*p.b, 110'000);
+  auto naks = p.drain(*p.b, 110'000);
   ASSERT_EQ(naks.size(), 1u);
   EXPECT_EQ(Pair::parse(naks[0]).mr_ack.syndrome, wire::syndrome::nak_remote_access_error);
   Pair::deliver(*p.b, 111'000, frames[0]);  // ERROR: dropped and counted
@@ -275,7 +204,7 @@ TEST(MetaroceExact, WriteOutsideTheRegionWritesNothingAndFailsBothEnds) {
 TEST(MetaroceExact, UnreachablePeerEndsInRetryExceeded) {
   Pair p(2, 1024);
   ASSERT_EQ(p.a->post_send(write_request(p, 1, 0, 1000)), PostResult::ok);
-  ASSERT_EQ(Pair::drain(*p.a, 0).size(), 1u);
+  ASSERT_EQ(p.drain(*p.a, 0).size(), 1u);
   // Nothing ever comes back: probes, path failures, then retry_exceeded.
   Time now = 0;
   std::vector<Completion> cq;
@@ -284,7 +213,7 @@ TEST(MetaroceExact, UnreachablePeerEndsInRetryExceeded) {
     ASSERT_NE(next, timer::kNever) << "the connection stopped trying";
     now = next;
     p.wheel_a.advance(now);
-    Pair::drain(*p.a, now);
+    p.drain(*p.a, now);
     p.a->poll_completions(cq);
   }
   ASSERT_EQ(cq.size(), 1u);
@@ -373,7 +302,7 @@ struct Hostile : ::testing::Test {
   // A genuine 100-byte WRITE from A, as a spec we can change.
   wire::FrameSpec genuine() {
     EXPECT_EQ(p.a->post_send(write_request(p, 1, 0, 100)), PostResult::ok);
-    auto frames = Pair::drain(*p.a, 100'000);
+    auto frames = p.drain(*p.a, 100'000);
     EXPECT_EQ(frames.size(), 1u);
     original = frames[0];
     const wire::ParsedFrame f = Pair::parse(original);
@@ -409,7 +338,7 @@ TEST_F(Hostile, WrongRkeyIsNakedAndNothingIsWritten) {
   Pair::deliver(*p.b, 110'000, build(s));
   EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
   expect_nothing_placed();
-  const auto naks = Pair::drain(*p.b, 110'000);
+  const auto naks = p.drain(*p.b, 110'000);
   ASSERT_EQ(naks.size(), 1u);
   EXPECT_EQ(Pair::parse(naks[0]).mr_ack.syndrome, wire::syndrome::nak_remote_access_error);
 }
@@ -470,15 +399,20 @@ TEST_F(Hostile, LengthThatDisagreesWithAnEarlierPacketIsDropped) {
   s.bth.psn = (s.bth.psn + 1) & wire::psn_mask;
   s.mr_data.msg_seq = 1;
   s.mr_data.path_seq = 1;
-  s.mr_write.msg_len = 300;  // first packet of message 1 says 300 ...
-  s.mr_write.msg_offset = 0;
+  // The last packet of message 1 says 1124 bytes (1024 + 100) ...
+  s.mr_write.msg_len = 1124;
+  s.mr_write.msg_offset = 1024;
+  s.mr_write.va = reinterpret_cast<std::uintptr_t>(p.dst_at(1024));
   Pair::deliver(*p.b, 111'000, build(s));
+  // ... another one of the same message, right on its own, says 2148.
   s.bth.psn = (s.bth.psn + 1) & wire::psn_mask;
   s.mr_data.path_seq = 2;
-  s.mr_write.msg_len = 200;  // ... the next one of the same message says 200
-  s.mr_write.msg_offset = 100;
+  s.mr_write.msg_len = 2148;
+  s.mr_write.msg_offset = 2048;
+  s.mr_write.va = reinterpret_cast<std::uintptr_t>(p.dst_at(2048));
   Pair::deliver(*p.b, 112'000, build(s));
   EXPECT_EQ(p.b->counters().inconsistent_message, 1u);
+  EXPECT_EQ(p.b->counters().data_packets_received, 2u);
   EXPECT_EQ(p.b->state(), ConnectionState::ready);
 }
 
@@ -542,7 +476,7 @@ TEST_F(Hostile, FrameOfAnotherIncarnationIsDroppedByItsPkey) {
   EXPECT_EQ(p.b->counters().pkey_mismatch, 1u);
   EXPECT_EQ(p.b->counters().data_packets_received, 0u);
   expect_nothing_placed();
-  EXPECT_TRUE(Pair::drain(*p.b, 110'000).empty());  // no NAK either: it is not ours
+  EXPECT_TRUE(p.drain(*p.b, 110'000).empty());  // no NAK either: it is not ours
   // The genuine frame still lands.
   Pair::deliver(*p.b, 110'000, original);
   EXPECT_EQ(p.b->counters().data_packets_received, 1u);

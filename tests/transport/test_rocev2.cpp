@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "common/pcap_file.hpp"
+#include "connection_pair.hpp"
 #include "timer/wheel.hpp"
 #include "transfer_harness.hpp"
 #include "transport/connection.hpp"
@@ -54,112 +55,19 @@ void capture(const Frames& frames) {
   for (const auto& f : frames) writer.write(f, timestamp += 1000);
 }
 
-// Two rocev2 connections joined by hand: frames move only when a test says so.
-struct Pair {
-  explicit Pair(const std::function<void(ConnectionConfig&)>& adjust = {}) {
-    ConnectionConfig ca;
-    ca.mode = Mode::rocev2;
-    ca.mtu = mtu;
-    ca.streams = 4;
-    ca.local_qpn = 0x11;
-    ca.peer_qpn = 0x22;
-    ca.initial_psn = 0xfffffe;  // wraps after two packets
-    ca.peer_initial_psn = 7;
-    ca.endpoints.local_mac = {2, 0, 0, 0, 0, 1};
-    ca.endpoints.peer_mac = {2, 0, 0, 0, 0, 2};
-    ca.endpoints.local_ipv4 = 0x0a000001;
-    ca.endpoints.peer_ipv4 = 0x0a000002;
-    ca.ack_every_packets = 1000;  // ACKs on AckReq, duplicates and gaps only
-    ca.ack_delay = 1'000'000;
-    if (adjust) adjust(ca);
-    ConnectionConfig cb = ca;
-    std::swap(cb.local_qpn, cb.peer_qpn);
-    std::swap(cb.initial_psn, cb.peer_initial_psn);
-    std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
-    std::swap(cb.endpoints.local_mac, cb.endpoints.peer_mac);
-    cb.base_src_port = 50000;
-    std::string error;
-    a = Connection::create(ca, mem_a, wheel_a, nullptr, error);
-    EXPECT_TRUE(a) << error;
-    b = Connection::create(cb, mem_b, wheel_b, nullptr, error);
-    EXPECT_TRUE(b) << error;
-    a->connect();
-    b->connect();
-    src.assign(region_size, 0);
-    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 13 + 1);
-    dst.assign(region_size + 2 * guard, 0xc5);
-    std::memset(dst.data() + guard, 0, region_size);
-    src_key = mem_a.register_region(src.data(), src.size(), access_local_write);
-    dst_key = mem_b.register_region(dst.data() + guard, region_size, access_local_write | access_remote_write);
-  }
-
+// The shared hand-driven pair (connection_pair.hpp), rocev2 mode, 4
+// streams, MTU 256; every frame it emitted goes to the capture at the end.
+struct Pair : test::ConnectionPair {
+  explicit Pair(const std::function<void(ConnectionConfig&)>& adjust = {}) : ConnectionPair(config(adjust)) {}
   ~Pair() { capture(captured); }
   Pair(const Pair&) = delete;
   Pair& operator=(const Pair&) = delete;
 
-  // Frames a connection emits at `now` (the wheels advanced first), serialized.
-  Frames drain(Connection& c, Time now) {
-    wheel_a.advance(now);
-    wheel_b.advance(now);
-    TxBatch batch;
-    c.poll(now, batch);
-    Frames frames;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      frames.emplace_back();
-      batch.serialize(i, frames.back());
-      captured.push_back(frames.back());
-    }
-    return frames;
+  static ConnectionConfig config(const std::function<void(ConnectionConfig&)>& adjust) {
+    ConnectionConfig c = test::pair_config(Mode::rocev2, mtu, 1, 4);
+    if (adjust) adjust(c);
+    return c;
   }
-  static void deliver(Connection& c, Time now, const std::vector<std::uint8_t>& frame) {
-    wire::ParsedFrame p;
-    ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);  // ICRC checked too
-    c.on_frame(now, p);
-  }
-  static void deliver_all(Connection& c, Time now, const Frames& frames) {
-    for (const auto& f : frames) deliver(c, now, f);
-  }
-  static wire::ParsedFrame parse(const std::vector<std::uint8_t>& frame) {
-    wire::ParsedFrame p;
-    EXPECT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
-    return p;
-  }
-  static std::vector<Completion> completions(Connection& c) {
-    std::vector<Completion> out;
-    c.poll_completions(out);
-    return out;
-  }
-  std::uint8_t* dst_at(std::size_t offset) { return dst.data() + guard + offset; }
-  bool guards_intact() const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (dst[i] != 0xc5 || dst[guard + region_size + i] != 0xc5) return false;
-    return true;
-  }
-  SendRequest request(SendOp op, std::uint64_t id, std::size_t offset, std::size_t len,
-                      std::uint16_t stream = 0) {
-    SendRequest r;
-    r.wr_id = id;
-    r.op = op;
-    r.stream = stream;
-    r.local_addr = src.data() + offset;
-    r.length = len;
-    r.lkey = src_key;
-    r.remote_addr = reinterpret_cast<std::uintptr_t>(dst_at(offset));
-    r.rkey = dst_key;
-    r.imm = 0xabcd0000u + static_cast<std::uint32_t>(id);
-    return r;
-  }
-  ReceiveRequest receive(std::uint64_t id, std::size_t offset, std::size_t len, std::uint16_t stream = 0) {
-    return ReceiveRequest{id, stream, dst_at(offset), len, dst_key};
-  }
-
-  static constexpr std::size_t guard = 4096;
-  MemoryRegistry mem_a, mem_b;
-  timer::Wheel wheel_a{0}, wheel_b{0};
-  std::unique_ptr<Connection> a, b;
-  std::vector<std::uint8_t> src, dst;
-  std::uint32_t src_key = 0, dst_key = 0;
-  Frames captured;  // every frame either side emitted, in order
 };
 
 std::uint32_t psn_of(std::uint32_t initial, std::uint32_t i) { return (initial + i) & wire::psn_mask; }
@@ -458,8 +366,8 @@ TEST(Rocev2Exact, RnrRetryLimitFailsTheConnection) {
 TEST(Rocev2Exact, WriteOutsideTheRegionIsNakedAndNothingIsWritten) {
   Pair p;
   ASSERT_EQ(p.b->post_receive(p.receive(90, 0, 16)), PostResult::ok);
-  // Crosses the end of the registered region by 56 bytes: the FIRST packet
-  // is inside, the LAST one is not.
+  // Crosses the end of the registered region by 56 bytes: the FIRST packet's
+  // own bytes are inside, its RETH's range is not.
   SendRequest bad = p.request(SendOp::write, 1, 0, 2 * mtu);
   bad.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst_at(region_size - 2 * mtu + 56));
   ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 0, 0, 64)), PostResult::ok);
@@ -467,20 +375,20 @@ TEST(Rocev2Exact, WriteOutsideTheRegionIsNakedAndNothingIsWritten) {
   ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 2, 8192, 64)), PostResult::ok);
   const Frames frames = p.drain(*p.a, 1000);
   ASSERT_EQ(frames.size(), 4u);
-  // Keep a copy of the destination: the refused packet must change nothing.
+  // Keep a copy of the destination: the refused message must change nothing.
   const std::vector<std::uint8_t> before(p.dst.begin(), p.dst.end());
   Pair::deliver_all(*p.b, 2000, frames);
   EXPECT_EQ(p.b->counters().remote_access_errors, 1u);
+  EXPECT_EQ(p.b->counters().packets_in_error_state, 2u);  // its LAST and the WRITE after it
   EXPECT_EQ(p.b->state(), ConnectionState::error);
   const Frames naks = p.drain(*p.b, 2000);
   ASSERT_EQ(naks.size(), 1u);
-  expect_ack(naks[0], wire::syndrome::nak_remote_access_error, psn_of(0xfffffe, 2));
-  // The FIRST packet (inside the region) was placed, as a NIC does; the
-  // LAST one and the message after it were not, and no canary moved.
-  EXPECT_EQ(std::memcmp(p.dst_at(region_size - 2 * mtu + 56), p.src.data(), mtu), 0);
-  EXPECT_TRUE(std::equal(p.dst.begin() + Pair::guard + region_size - mtu + 56, p.dst.end(),
-                         before.begin() + Pair::guard + region_size - mtu + 56));
-  EXPECT_EQ(p.dst_at(8192)[0], 0);
+  // The RETH's whole range is checked at the FIRST packet (as rxe and IBTA
+  // responders do): the NAK names it, and not one byte of the message was
+  // written; the WRITE before it was, the one after it was not.
+  expect_ack(naks[0], wire::syndrome::nak_remote_access_error, psn_of(0xfffffe, 1));
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 64), 0);
+  EXPECT_TRUE(std::equal(p.dst.begin() + Pair::guard + 64, p.dst.end(), before.begin() + Pair::guard + 64));
   EXPECT_TRUE(p.guards_intact());
   const auto rx = Pair::completions(*p.b);
   ASSERT_EQ(rx.size(), 1u);
