@@ -1,27 +1,20 @@
 #include "metaroce-perf/remote_run.hpp"
 
-#include <arpa/inet.h>
 #include <rte_cycles.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cmath>
 #include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "cc/registry.hpp"
 #include "cm/manager.hpp"
-#include "engine/eal.hpp"
+#include "common/remote_endpoint.hpp"
 #include "engine/engine_host.hpp"
-#include "engine/port.hpp"
-#include "engine/preset.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
 
@@ -120,133 +113,24 @@ bool decode_summary(const std::vector<std::uint8_t>& b, ServerSummary& s) {
   return true;
 }
 
-bool parse_ipv4(const std::string& text, std::uint32_t& out) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
-  out = ntohl(a.s_addr);
-  return true;
-}
+using apps::Endpoint;
+using apps::mac_string;
+using apps::parse_ipv4;
+using apps::parse_mac;
 
-bool parse_mac(const std::string& text, wire::MacAddress& out) {
-  unsigned v[6];
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
-    return false;
-  for (int i = 0; i < 6; ++i) {
-    if (v[i] > 255) return false;
-    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v[i]);
-  }
-  return true;
-}
-
-std::string mac_string(const wire::MacAddress& m) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
-}
-
-// The preset with --iface applied, or nothing (--port).
-bool load_remote_preset(const PerfOptions& o, engine::DriverPreset& preset, std::string& error) {
-  if (!engine::load_preset(o.preset_path, preset, error)) return false;
-  if (!o.iface.empty()) {
-    std::string args = preset.port.vdev_args;
-    const auto at = args.find("iface=");
-    if (at == std::string::npos) {
-      args = "iface=" + o.iface + (args.empty() ? "" : "," + args);
-    } else {
-      const auto end = args.find(',', at);
-      args.replace(at, end == std::string::npos ? std::string::npos : end - at, "iface=" + o.iface);
-    }
-    preset.port.vdev_args = args;
-  }
-  return true;
-}
-
-// One end: a port, its engine host and a connection manager, on this lcore.
-struct Endpoint {
-  std::unique_ptr<engine::Port> port;
-  std::unique_ptr<engine::EngineHost> host;
-  std::unique_ptr<cm::Manager> cm;
-  std::vector<cm::Event> events;
-  std::vector<std::vector<std::uint8_t>> cm_frames;
-  std::uint32_t idle_sleep_us = 0;
-
-  ~Endpoint() {
-    host.reset();  // connections and tx mbufs first
-    if (port) port->stop();
-  }
-
-  // One turn: what the connection manager has to send (answers to last
-  // turn's events included, e.g. a DREP with the summary the application
-  // set), then the engine's turn; new events land in `events`.
-  std::size_t turn() {
-    cm_frames.clear();
-    cm->poll(host->now_ns(), cm_frames);
-    for (const auto& f : cm_frames) host->send_frame(f);
-    const std::size_t work = host->poll_once();
-    cm->take_events(events);
-    return work + cm_frames.size();
-  }
-  void idle(std::size_t work) const {
-    if (work == 0 && idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us));
-  }
-};
-
-bool open_endpoint(const PerfOptions& o, Endpoint& e, std::string& error) {
-  engine::PortSetup setup;
-  engine::EngineHostConfig host_config;
-  std::string device = o.port_name;
-  if (!o.preset_path.empty()) {
-    engine::DriverPreset preset;
-    if (!load_remote_preset(o, preset, error)) return false;
-    setup = engine::port_setup(preset);
-    device = engine::is_vdev(preset.port.driver) ? fmt::format("{}0", engine::to_string(preset.port.driver))
-                                                 : preset.port.pci;
-    e.port = engine::Port::open(device, setup, error);
-    if (!e.port) return false;
-    host_config = engine::host_config(preset, e.port->multi_segment_tx());
-  } else {
-    setup.mtu = std::max<std::uint32_t>(o.mtu + 128, 1500);
-    e.port = engine::Port::open(device, setup, error);
-    if (!e.port) return false;
-    host_config.multi_segment_tx = e.port->multi_segment_tx();
-  }
-  if (!e.port->start(error)) return false;
-  host_config.name = o.role == PerfRole::server ? "server" : "client";
-  host_config.port_id = e.port->id();
-  host_config.queue = 0;
-  host_config.idle_sleep_us = o.idle_sleep_us;
-  e.idle_sleep_us = o.idle_sleep_us;
-  e.host = engine::EngineHost::create(host_config, error);
-  if (!e.host) return false;
-  cm::ManagerConfig cm_config;
-  cm_config.local.local_mac = e.port->mac();
-  if (!parse_ipv4(o.local_ip, cm_config.local.local_ipv4)) {
-    error = fmt::format("--local-ip '{}' is not an IPv4 address (give A.B.C.D)", o.local_ip);
-    return false;
-  }
-  cm_config.retry_interval = 100'000'000;
-  cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
-  cm_config.max_mtu = 9000;
-  e.cm = std::make_unique<cm::Manager>(cm_config);
-  e.host->set_management_handler(
-      [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });
-  return true;
-}
-
-std::unique_ptr<transport::CongestionControl> make_cc(const std::string& name, std::string& error) {
-  if (name.empty() || name == "none") return nullptr;
-  return cc::make(name, cc::CcConfig{}, error);
-}
-
-void add(transport::ConnectionCounters& a, const transport::ConnectionCounters& b) {
-#define METAROCE_PERF_ADD(name, what) a.name += b.name;
-  METAROCE_CONNECTION_COUNTERS(METAROCE_PERF_ADD)
-#undef METAROCE_PERF_ADD
-}
-
-std::uint64_t retransmissions(const transport::Connection& c) {
-  std::uint64_t n = 0;
-  for (std::uint16_t p = 0; p < c.config().paths; ++p) n += c.path_info(p).retransmitted;
-  return n;
+apps::RemotePortOptions remote_port_options(const PerfOptions& o) {
+  apps::RemotePortOptions r;
+  r.program = "metaroce-perf";
+  r.preset_path = o.preset_path;
+  r.iface = o.iface;
+  r.port_name = o.port_name;
+  r.eal_args = o.eal_args;
+  r.local_ip = o.local_ip;
+  r.host_name = o.role == PerfRole::server ? "server" : "client";
+  r.mtu = o.mtu;
+  r.idle_sleep_us = o.idle_sleep_us;
+  r.cm_timeout_s = o.cm_timeout_s;
+  return r;
 }
 
 // ---------------------------------------------------------------- server ---
@@ -319,24 +203,13 @@ struct Session {
 }  // namespace
 
 bool start_remote_eal(const PerfOptions& o, std::string& error) {
-  const std::string prefix = fmt::format("--file-prefix=metaroce-perf-{}", ::getpid());
-  if (!o.preset_path.empty()) {
-    engine::DriverPreset preset;
-    if (!load_remote_preset(o, preset, error)) return false;
-    engine::EalOptions eal = engine::eal_options(preset);
-    eal.program_name = "metaroce-perf";
-    eal.extra_args.push_back(prefix);
-    return engine::start_eal(eal, error);
-  }
-  std::vector<std::string> args = {"metaroce-perf", prefix};
-  args.insert(args.end(), o.eal_args.begin(), o.eal_args.end());
-  return engine::start_eal_with_arguments(args, error);
+  return apps::start_remote_eal(remote_port_options(o), error);
 }
 
 RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
   Endpoint e;
-  if (!open_endpoint(o, e, run.error)) return run;
+  if (!apps::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::map<std::uint32_t, std::unique_ptr<Session>> sessions;
@@ -346,7 +219,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     Offer offer;
     if (!decode(request.private_data, offer)) return cm::RejectReason::bad_parameters;
     std::string error;
-    auto congestion = make_cc(request.cc, error);
+    auto congestion = apps::make_congestion_control(request.cc, error);
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     auto s = std::make_unique<Session>();
     s->offer = offer;
@@ -356,11 +229,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     const std::uint64_t receives = std::uint64_t{config.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
     transport::ConnectionConfig c = config;
-    // As the loopback: this VM stalls for milliseconds (doc/ENGINE.md).
-    c.initial_rto = 5'000'000;
-    c.min_rto = 2'000'000;
-    c.retry_limit = 50;
-    c.rnr_retry_limit = 50;
+    apps::tolerate_stalls(c);  // as the loopback
     c.path_window = o.path_window;
     s->connection = host.add_connection(c, std::move(congestion), error);
     if (s->connection == nullptr) return cm::RejectReason::bad_parameters;
@@ -394,7 +263,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   std::uint64_t finish_at = 0;
   const auto close_session = [&](std::uint32_t qpn, const transport::Connection& c) {
     run.host_b = host.counters();
-    add(run.connection_b, c.counters());
+    apps::add_counters(run.connection_b, c.counters());
     host.remove_connection(qpn);
     e.cm->forget(qpn);
   };
@@ -452,7 +321,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     e.idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
-  for (auto& [qpn, s] : sessions) add(run.connection_b, s->connection->counters());
+  for (auto& [qpn, s] : sessions) apps::add_counters(run.connection_b, s->connection->counters());
   host.refresh_port_counters();
   run.host_b = host.counters();
   return run;
@@ -463,23 +332,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
 namespace {
 
 bool wait_for(Endpoint& e, std::uint64_t id, cm::EventKind kind, cm::Event& out) {
-  for (;;) {
-    const std::size_t work = e.turn();
-    for (auto& ev : e.events) {
-      if (ev.id != id) continue;
-      if (ev.kind == kind || ev.kind == cm::EventKind::failed) {
-        out = std::move(ev);
-        e.events.clear();
-        return out.kind == kind;
-      }
-    }
-    e.events.clear();
-    if (interrupted.load()) {
-      out.error = "interrupted";
-      return false;
-    }
-    e.idle(work);
-  }
+  return apps::wait_for_event(e, id, kind, out, interrupted);
 }
 
 bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool last, std::FILE* progress,
@@ -503,10 +356,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   request.connection.paths = o.paths;
   request.connection.streams = o.streams;
   request.connection.path_window = o.path_window;
-  request.connection.initial_rto = 5'000'000;
-  request.connection.min_rto = 2'000'000;
-  request.connection.retry_limit = 50;
-  request.connection.rnr_retry_limit = 50;
+  apps::tolerate_stalls(request.connection);
   if (!parse_ipv4(o.server_address, request.connection.endpoints.peer_ipv4)) {
     run.error = fmt::format("--client '{}' is not an IPv4 address (give A.B.C.D)", o.server_address);
     return false;
@@ -534,7 +384,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   }
   const std::uint64_t remote_base = wire::load_be64(established.peer_private_data.data());
   const std::uint32_t rkey = wire::load_be32(established.peer_private_data.data() + 8);
-  auto congestion = make_cc(established.cc, error);
+  auto congestion = apps::make_congestion_control(established.cc, error);
   if (!error.empty()) {
     run.error = error;
     return false;
@@ -587,7 +437,8 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     }
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
-    while (posting && posted - completed - failed < o.tx_depth && !slot_busy[posted % slots] && failed == 0) {
+    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth &&
+           !slot_busy[posted % slots] && failed == 0) {
       const std::uint64_t m = posted;
       const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
       if (o.verify) fill_pattern(source.data() + std::uint64_t{slot} * size, size, m);
@@ -623,7 +474,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       std::fprintf(progress, "[%6.1f s] %llu B: %.2f Gb/s, %llu messages, %llu retransmitted\n",
                    double(now - t0) / 1e9, static_cast<unsigned long long>(size),
                    double(completed - progress_done) * double(size) * 8.0 / double(now - last_progress),
-                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions(sender)));
+                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(apps::path_retransmissions(sender)));
       std::fflush(progress);
       last_progress = now;
       progress_done = completed;
@@ -684,8 +535,8 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     result.lat_max_us = double(latencies_ns.back()) / 1e3;
     result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
   }
-  add(run.connection_a, sender.counters());
-  run.retransmitted += retransmissions(sender);
+  apps::add_counters(run.connection_a, sender.counters());
+  run.retransmitted += apps::path_retransmissions(sender);
   run.sizes.push_back(result);
   host.remove_connection(established.config.local_qpn);
   host.memory().deregister(lkey);
@@ -697,7 +548,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
 RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
   Endpoint e;
-  if (!open_endpoint(o, e, run.error)) return run;
+  if (!apps::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   for (std::size_t i = 0; i < o.sizes.size(); ++i)

@@ -1,0 +1,114 @@
+// One end of a run between processes on a real DPDK port: the port (a
+// drivers-config preset, with --iface applied, or a device EAL was told to
+// create after `--`), its engine host and an in-band connection manager
+// (lib/cm), all driven by the calling lcore. Shared by metaroce-perf
+// --server/--client, metaroce-gen and metaroce-sink; plus the small helpers
+// they all need (addresses, congestion control by name, counter sums).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cm/manager.hpp"
+#include "common/json_line.hpp"
+#include "engine/engine_host.hpp"
+#include "engine/port.hpp"
+#include "transport/connection.hpp"
+#include "transport/counters.hpp"
+#include "wire/headers.hpp"
+
+namespace metaroce::apps {
+
+struct RemotePortOptions {
+  std::string program = "metaroce";  // EAL program name; the file prefix is <program>-<pid>
+  std::string preset_path;           // --preset FILE (drivers-config)
+  std::string iface;                 // --iface NAME: replaces the preset's iface=
+  std::string port_name;             // --port NAME: a device created by the EAL arguments
+  std::vector<std::string> eal_args;  // after `--` (with --port)
+  std::string local_ip;              // this end's IPv4 address
+  std::string host_name = "host";    // the engine host's name (telemetry)
+  std::uint32_t mtu = 4096;          // --port: the port and mbufs are sized for this payload per packet
+  std::uint32_t mbufs = 16384;       // --port: receive and transmit mbufs each (DPDK zeroes them when freed:
+                                     // large pools make exiting slow)
+  std::uint32_t idle_sleep_us = 0;   // sleep this long after a turn that did nothing
+  // --port: payload bytes from which transmit attaches the payload instead of
+  // copying it (0: the engine's default; 65535: never).
+  std::uint32_t zero_copy_threshold = 0;
+  double cm_timeout_s = 3.0;         // connection requests are repeated for this long
+};
+
+// Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
+// --iface applied) or from the EAL arguments; a file prefix of its own per
+// process (<program>-<pid>, unless the EAL arguments give --file-prefix), so
+// several run on one host.
+bool start_remote_eal(const RemotePortOptions& options, std::string& error);
+
+// A port, its engine host and a connection manager on this lcore.
+struct Endpoint {
+  std::unique_ptr<engine::Port> port;
+  std::unique_ptr<engine::EngineHost> host;
+  std::unique_ptr<cm::Manager> cm;
+  std::vector<cm::Event> events;
+  std::vector<std::vector<std::uint8_t>> cm_frames;
+  std::uint32_t idle_sleep_us = 0;
+
+  Endpoint() = default;
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+  ~Endpoint();
+
+  // One turn: what the connection manager has to send (answers to last
+  // turn's events included, e.g. a DREP with the summary the application
+  // set), then the engine's turn; new events land in `events`. Returns the
+  // work done (0: idle).
+  std::size_t turn();
+  // Sleeps idle_sleep_us when `work` is 0 and a sleep is configured.
+  void idle(std::size_t work) const;
+};
+
+// Opens and starts the port, creates the host and the manager (its local
+// address from options.local_ip and the port's MAC). False with a one-line
+// error naming the fix.
+bool open_endpoint(const RemotePortOptions& options, Endpoint& endpoint, std::string& error);
+
+// Client: turns until the event `kind` (or `failed`) arrives for `id`;
+// false when it failed or `interrupted` became true (out.error says why).
+bool wait_for_event(Endpoint& endpoint, std::uint64_t id, cm::EventKind kind, cm::Event& out,
+                    const std::atomic<bool>& interrupted);
+
+// SIGINT and SIGTERM from now on set the flag stop_requested() reads.
+void catch_stop_signals();
+[[nodiscard]] bool stop_requested() noexcept;
+[[nodiscard]] const std::atomic<bool>& stop_flag() noexcept;
+
+// CLOCK_MONOTONIC in ns: one clock for every process on a host (a
+// generator's post time read by the sink), unlike the engine's TSC clock.
+[[nodiscard]] std::uint64_t monotonic_ns() noexcept;
+
+// Timers for this kind of machine: a shared VM deschedules a polling thread
+// for milliseconds (doc/ENGINE.md), which should cost timeouts, not the
+// connection: 5 ms initial RTO, 2 ms minimum, 50 retries.
+void tolerate_stalls(transport::ConnectionConfig& config) noexcept;
+
+// A run's counters as three objects of a JSON summary:
+// "connection_counters", "engine", "cm".
+void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
+                       const engine::EngineCounters& engine, const cm::Counters& cm);
+
+bool parse_ipv4(const std::string& text, std::uint32_t& out);
+bool parse_mac(const std::string& text, wire::MacAddress& out);
+std::string mac_string(const wire::MacAddress& mac);
+
+// By lib/cc name; nullptr for "" or "none" (the path window bounds each
+// path), or on error (`error` set).
+std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name, std::string& error);
+
+// a += b, every counter.
+void add_counters(transport::ConnectionCounters& a, const transport::ConnectionCounters& b);
+// Data packets resent, summed over the connection's paths.
+std::uint64_t path_retransmissions(const transport::Connection& connection);
+
+}  // namespace metaroce::apps

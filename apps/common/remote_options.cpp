@@ -1,0 +1,86 @@
+#include "common/remote_options.hpp"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace po = boost::program_options;
+
+namespace metaroce::apps {
+
+void add_port_options(po::options_description& d) {
+  d.add_options()
+      ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
+      ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
+      ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by the EAL "
+                                         "arguments after `--` (e.g. --port net_memif0 -- --vdev "
+                                         "net_memif0,role=client,socket=/tmp/a.sock --no-huge -m 1024 --no-shconf)")
+      ("local-ip", po::value<std::string>(), "this end's IPv4 address A.B.C.D")
+      ("mbufs", po::value<std::uint32_t>(), "--port: receive and transmit mbufs each, 1024..1048576 (default "
+                                            "16384; a preset has its own mbufs=)")
+      ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
+                                                    "share cores (default 0: busy poll)");
+}
+
+bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, RemotePortOptions& out,
+                       std::string& message) {
+  if (vm.count("preset")) out.preset_path = vm["preset"].as<std::string>();
+  if (vm.count("iface")) out.iface = vm["iface"].as<std::string>();
+  if (vm.count("port")) out.port_name = vm["port"].as<std::string>();
+  if (vm.count("local-ip")) out.local_ip = vm["local-ip"].as<std::string>();
+  if (!read_in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, out.idle_sleep_us, message) ||
+      !read_in_range<std::uint32_t>(vm, "mbufs", 1024, 1u << 20, out.mbufs, message))
+    return false;
+  out.eal_args = std::move(eal_args);
+  if (out.preset_path.empty() == out.port_name.empty()) {
+    message = "give a port: --preset FILE (drivers-config/*.ini) or --port NAME with its EAL device after `--`";
+    return false;
+  }
+  if (!out.preset_path.empty() && !out.eal_args.empty()) {
+    message = "--preset sets the EAL arguments itself: drop those after `--`, or use --port NAME with them";
+    return false;
+  }
+  if (vm.count("mbufs") && !out.preset_path.empty()) {
+    message = "--mbufs is for --port: a preset sets its own mbufs=";
+    return false;
+  }
+  if (!out.iface.empty() && out.preset_path.empty()) {
+    message = "--iface goes with --preset (its iface=); with --port give iface= in the --vdev after `--`";
+    return false;
+  }
+  if (out.local_ip.empty()) {
+    message = "give this end's address: --local-ip A.B.C.D";
+    return false;
+  }
+  std::uint32_t ip = 0;
+  if (!parse_ipv4(out.local_ip, ip)) {
+    message = fmt::format("--local-ip '{}' is not an IPv4 address: give A.B.C.D", out.local_ip);
+    return false;
+  }
+  return true;
+}
+
+ParseOutcome parse_command_line(int argc, const char* const* argv, const po::options_description& description,
+                                const std::string& usage, po::variables_map& vm, std::vector<std::string>& eal_args,
+                                std::string& message) {
+  std::vector<std::string> app_args;
+  int i = 1;
+  for (; i < argc && std::string(argv[i]) != "--"; ++i) app_args.emplace_back(argv[i]);
+  for (++i; i < argc; ++i) eal_args.emplace_back(argv[i]);
+  try {
+    po::store(po::command_line_parser(app_args).options(description).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    message = e.what();
+    return ParseOutcome::error;
+  }
+  if (vm.count("help")) {
+    std::ostringstream text;
+    text << usage << "\n" << description;
+    message = text.str();
+    return ParseOutcome::help;
+  }
+  return ParseOutcome::run;
+}
+
+}  // namespace metaroce::apps

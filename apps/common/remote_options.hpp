@@ -1,0 +1,50 @@
+// The port options metaroce-gen and metaroce-sink share (Boost.Program_options):
+// --preset FILE [--iface NAME] or --port NAME (a device created by the EAL
+// arguments after `--`), --local-ip, --idle-sleep-us.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "common/remote_endpoint.hpp"
+
+namespace metaroce::apps {
+
+void add_port_options(boost::program_options::options_description& d);
+
+// Fills `out` from the parsed options and the EAL arguments; false with one
+// line that names the fix when no port or no address was given.
+bool read_port_options(const boost::program_options::variables_map& vm, std::vector<std::string> eal_args,
+                       RemotePortOptions& out, std::string& message);
+
+// Reads option `key` into `out` when it was given; false with "--KEY V is
+// out of range: give MIN..MAX" when it is outside [min, max].
+template <class T>
+bool read_in_range(const boost::program_options::variables_map& vm, const char* key, T min, T max, T& out,
+                   std::string& message) {
+  const auto given = vm.find(key);
+  if (given == vm.end()) return true;
+  const T value = given->second.as<T>();
+  if (value < min || max < value) {
+    message = fmt::format("--{} {} is out of range: give {}..{}", key, value, min, max);
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+enum class ParseOutcome : std::uint8_t { run, help, error };
+
+// Splits argv at `--` (EAL's arguments after it go to `eal_args`) and parses
+// the app's part with `description` into `vm`. help: `message` is `usage`
+// followed by the options; error: one line.
+ParseOutcome parse_command_line(int argc, const char* const* argv,
+                                const boost::program_options::options_description& description,
+                                const std::string& usage, boost::program_options::variables_map& vm,
+                                std::vector<std::string>& eal_args, std::string& message);
+
+}  // namespace metaroce::apps

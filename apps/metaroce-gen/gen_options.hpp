@@ -1,0 +1,46 @@
+// metaroce-gen's command line: the app's options before `--`, EAL's after.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/remote_endpoint.hpp"
+#include "common/remote_options.hpp"
+#include "common/traffic_message.hpp"
+#include "metaroce-gen/size_distribution.hpp"
+#include "transport/types.hpp"
+
+namespace metaroce::apps::gen {
+
+struct GenOptions {
+  RemotePortOptions port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
+  std::string sink_address;  // --sink A.B.C.D
+  std::string peer_mac;      // --peer-mac: the next hop towards the sink
+  std::uint32_t connections = 1;
+  std::uint16_t paths = 4;
+  std::uint16_t streams = 1;
+  std::uint32_t path_window = 32;
+  transport::Mode mode = transport::Mode::metaroce;
+  std::string cc;  // empty: none
+  traffic::SizeDistribution sizes;
+  // Relative weights of write, write-imm, send (index: traffic::Op).
+  std::array<double, traffic::op_count> mix = {1.0, 1.0, 1.0};
+  std::string mix_text = "write:1,write-imm:1,send:1";
+  double gbps = 0.0;      // 0: no byte-rate limit
+  double msg_rate = 0.0;  // messages per second, all connections together; 0: none
+  bool open_loop = false;
+  std::uint64_t iterations = 1000;  // messages per connection (unless duration)
+  double duration_s = 0.0;
+  std::uint32_t tx_depth = 32;      // messages in flight per connection
+  std::uint64_t seed = 1;
+  double drain_timeout_s = 10.0;    // after the last post: how long to wait for completions without progress
+  std::string json_path;
+  bool quiet = false;               // no progress lines
+};
+
+// `message` is the help text (help) or one line saying what is wrong (error).
+ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& out, std::string& message);
+
+}  // namespace metaroce::apps::gen

@@ -1,0 +1,629 @@
+#include "metaroce-gen/gen_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/json_line.hpp"
+#include "common/remote_endpoint.hpp"
+#include "fabric/random.hpp"
+#include "metaroce-gen/message_planner.hpp"
+
+namespace metaroce::apps::gen {
+
+namespace {
+
+constexpr std::uint64_t second_ns = 1'000'000'000;
+// Closed loop with a rate limit: a turn that comes late may catch up this much.
+constexpr std::uint64_t pacing_burst_ns = 50'000;
+
+transport::SendOp send_op(traffic::Op op) {
+  return op == traffic::Op::write       ? transport::SendOp::write
+         : op == traffic::Op::write_imm ? transport::SendOp::write_imm
+                                        : transport::SendOp::send;
+}
+
+// One generator connection while it runs.
+struct Live {
+  struct InFlight {
+    traffic::PlannedMessage message;
+    std::uint64_t length = 0;
+    std::uint64_t post_ns = 0;
+  };
+
+  std::uint64_t cm_id = 0;
+  bool established = false;
+  bool closed = false;
+  bool broken = false;  // a completion failed: nothing more is posted
+  transport::Connection* connection = nullptr;
+  std::unique_ptr<traffic::MessagePlanner> planner;
+  std::uint64_t remote_base = 0;
+  std::uint32_t rkey = 0;
+  std::vector<std::uint8_t> local;  // tx_depth buffers of slot_bytes
+  std::uint32_t lkey = 0;
+  std::vector<std::uint32_t> free_buffers;
+  std::vector<InFlight> in_flight;  // by buffer (= wr_id)
+  fabric::Random random{1};
+  bool has_pending = false;  // drawn, not yet posted
+  std::uint64_t pending_size = 0;
+  traffic::Op pending_op = traffic::Op::write;
+  std::uint64_t pending_arrival_ns = 0;
+  std::deque<std::uint64_t> backlog;  // open loop: arrival times waiting
+  ConnectionResult result;
+
+  [[nodiscard]] std::uint64_t outstanding() const noexcept { return in_flight.size() - free_buffers.size(); }
+};
+
+class Generator {
+ public:
+  Generator(const GenOptions& o, std::FILE* progress) : o_(o), progress_(progress), arrivals_random_(o.seed, ~0ull) {
+    const std::uint32_t per_stream = (o.tx_depth + o.streams - 1) / o.streams;
+    layout_.streams = o.streams;
+    layout_.write_slots = 2 * per_stream + 4;
+    layout_.receives = per_stream + 2;
+    layout_.slot_bytes = static_cast<std::uint32_t>(o.sizes.max());
+    mix_total_ = o.mix[0] + o.mix[1] + o.mix[2];
+    const double interval_msgs = o.msg_rate > 0 ? 1e9 / o.msg_rate : 0.0;
+    const double interval_bytes = o.gbps > 0 ? o.sizes.mean() * 8.0 / o.gbps : 0.0;
+    mean_arrival_ns_ = std::max(interval_msgs, interval_bytes);
+  }
+
+  GenResult run();
+
+ private:
+  bool connect_all();
+  bool on_established(Live& l, cm::Event& ev);
+  std::size_t poll_completions(Live& l, std::uint64_t now);
+  std::size_t post(Live& l, std::uint64_t now);
+  void arrivals(std::uint64_t now);
+  void close_all();
+  void print_progress(std::uint64_t now);
+  [[nodiscard]] bool posting_done(std::uint64_t now) const;
+  traffic::Op draw_op(fabric::Random& random) const {
+    const double u = random.uniform() * mix_total_;
+    return u < o_.mix[0] ? traffic::Op::write : u < o_.mix[0] + o_.mix[1] ? traffic::Op::write_imm : traffic::Op::send;
+  }
+
+  const GenOptions& o_;
+  std::FILE* progress_;
+  Endpoint e_;
+  GenResult r_;
+  traffic::PlannerLayout layout_;
+  std::vector<Live> lives_;
+  std::map<std::uint64_t, std::size_t> by_cm_id_;
+  std::vector<transport::Completion> completions_;
+  double mix_total_ = 0.0;
+  double mean_arrival_ns_ = 0.0;
+  fabric::Random arrivals_random_;
+  std::uint64_t arrivals_made_ = 0;
+  std::uint64_t next_arrival_ns_ = 0;
+  std::uint64_t next_post_ns_ = 0;
+  std::uint64_t start_ns_ = 0, end_ns_ = ~std::uint64_t{0};
+  std::uint64_t first_post_ns_ = 0, last_completion_ns_ = 0;
+  std::uint64_t last_progress_ns_ = 0, progress_completed_ = 0, progress_bytes_ = 0;
+};
+
+bool Generator::on_established(Live& l, cm::Event& ev) {
+  traffic::Target target;
+  if (!traffic::decode(ev.peer_private_data, target)) {
+    r_.error = fmt::format("the reply to connection {} carried no buffer address: is a metaroce-sink listening at {}?",
+                           &l - lives_.data(), o_.sink_address);
+    return false;
+  }
+  std::string error;
+  auto congestion = make_congestion_control(ev.cc, error);
+  if (!error.empty()) {
+    r_.error = error;
+    return false;
+  }
+  l.connection = e_.host->add_connection(ev.config, std::move(congestion), error);
+  if (l.connection == nullptr) {
+    r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
+    return false;
+  }
+  l.connection->connect();
+  l.result.qpn = ev.config.local_qpn;
+  l.remote_base = target.address;
+  l.rkey = target.rkey;
+  l.local.assign(std::uint64_t{o_.tx_depth} * layout_.slot_bytes, 0);
+  l.lkey = e_.host->memory().register_region(l.local.data(), l.local.size(), transport::access_local_write);
+  l.in_flight.resize(o_.tx_depth);
+  for (std::uint32_t b = o_.tx_depth; b-- > 0;) l.free_buffers.push_back(b);
+  l.planner = std::make_unique<traffic::MessagePlanner>(layout_);
+  l.established = true;
+  return true;
+}
+
+bool Generator::connect_all() {
+  std::random_device device;
+  r_.run = (std::uint64_t{device()} << 32 | device()) | 1;
+  cm::ConnectRequest request;
+  request.connection.mode = o_.mode;
+  request.connection.mtu = o_.port.mtu;
+  request.connection.paths = o_.paths;
+  request.connection.streams = o_.streams;
+  request.connection.path_window = o_.path_window;
+  tolerate_stalls(request.connection);
+  parse_ipv4(o_.sink_address, request.connection.endpoints.peer_ipv4);
+  parse_mac(o_.peer_mac, request.connection.endpoints.peer_mac);
+  request.cc = o_.cc;
+  lives_.resize(o_.connections);
+  for (std::uint32_t i = 0; i < o_.connections; ++i) {
+    Live& l = lives_[i];
+    l.random = fabric::Random(o_.seed, i);
+    l.result.index = i;
+    // Each connection its own UDP source ports, so that connections spread
+    // over a fabric's ECMP paths as they would over a network.
+    request.connection.base_src_port =
+        static_cast<std::uint16_t>(49152 + (std::uint64_t{i} * o_.paths) % (16384 - 64));
+    traffic::Offer offer;
+    offer.run = r_.run;
+    offer.connection = i;
+    offer.connections = o_.connections;
+    offer.write_slots = layout_.write_slots;
+    offer.receives = layout_.receives;
+    offer.slot_bytes = layout_.slot_bytes;
+    request.private_data = traffic::encode(offer);
+    std::string error;
+    l.cm_id = e_.cm->connect(e_.host->now_ns(), request, error);
+    if (l.cm_id == 0) {
+      r_.error = error;
+      return false;
+    }
+    by_cm_id_[l.cm_id] = i;
+  }
+  std::uint32_t established = 0;
+  while (established < o_.connections) {
+    const std::size_t work = e_.turn();
+    for (auto& ev : e_.events) {
+      const auto it = by_cm_id_.find(ev.id);
+      if (it == by_cm_id_.end()) continue;
+      Live& l = lives_[it->second];
+      if (ev.kind == cm::EventKind::failed) {
+        r_.error = fmt::format("connection {}: {}", it->second, ev.error);
+        return false;
+      }
+      if (ev.kind == cm::EventKind::established && !l.established) {
+        if (!on_established(l, ev)) return false;
+        ++established;
+      }
+    }
+    e_.events.clear();
+    if (stop_requested()) {
+      r_.error = "interrupted while connecting";
+      return false;
+    }
+    e_.idle(work);
+  }
+  return true;
+}
+
+std::size_t Generator::poll_completions(Live& l, std::uint64_t now) {
+  completions_.clear();
+  l.connection->poll_completions(completions_);
+  for (const auto& c : completions_) {
+    const auto buffer = static_cast<std::uint32_t>(c.wr_id);
+    const Live::InFlight& f = l.in_flight[buffer];
+    l.free_buffers.push_back(buffer);
+    if (c.status == transport::CompletionStatus::success) {
+      l.planner->complete(f.message);
+      ++l.result.completed;
+      l.result.completed_bytes += f.length;
+      l.result.latency.add(now > f.post_ns ? now - f.post_ns : 0);
+      last_completion_ns_ = now;
+    } else {
+      ++l.result.failed;
+      l.broken = true;
+      if (l.result.problem.empty())
+        l.result.problem = fmt::format("message {} ({}) completed with {}", f.message.sequence,
+                                       traffic::to_string(f.message.op), transport::to_string(c.status));
+    }
+  }
+  return completions_.size();
+}
+
+void Generator::arrivals(std::uint64_t now) {
+  const std::uint64_t cap = o_.duration_s > 0 ? ~std::uint64_t{0} : o_.iterations * o_.connections;
+  while (now >= next_arrival_ns_ && arrivals_made_ < cap) {
+    Live& l = lives_[arrivals_made_ % lives_.size()];
+    l.backlog.push_back(next_arrival_ns_);
+    r_.max_backlog = std::max<std::uint64_t>(r_.max_backlog, l.backlog.size());
+    ++arrivals_made_;
+    // Poisson arrivals: exponential gaps of the mean.
+    const double gap = -std::log1p(-arrivals_random_.uniform()) * mean_arrival_ns_;
+    next_arrival_ns_ += std::max<std::uint64_t>(1, static_cast<std::uint64_t>(gap));
+  }
+}
+
+std::size_t Generator::post(Live& l, std::uint64_t now) {
+  std::size_t posted = 0;
+  const bool paced = !o_.open_loop && (o_.gbps > 0 || o_.msg_rate > 0);
+  while (!l.broken && !l.free_buffers.empty()) {
+    if (!l.has_pending) {
+      if (o_.open_loop) {
+        if (l.backlog.empty()) break;
+        l.pending_arrival_ns = l.backlog.front();
+        l.backlog.pop_front();
+      } else if (o_.duration_s == 0 && l.planner->posted() >= o_.iterations) {
+        break;
+      }
+      l.pending_size = o_.sizes.draw(l.random);
+      l.pending_op = draw_op(l.random);
+      l.has_pending = true;
+    }
+    if (paced && now < next_post_ns_) break;
+    traffic::PlannedMessage m;
+    if (!l.planner->plan(l.pending_op, m)) break;
+    const std::uint32_t buffer = l.free_buffers.back();
+    std::uint8_t* bytes = l.local.data() + std::uint64_t{buffer} * layout_.slot_bytes;
+    traffic::MessageHeader h;
+    h.op = m.op;
+    h.connection = l.result.index;
+    h.sequence = m.sequence;
+    h.length = static_cast<std::uint32_t>(l.pending_size);
+    h.write_index = m.write_index;
+    h.post_ns = o_.open_loop ? l.pending_arrival_ns : now;
+    traffic::fill_message(bytes, h);
+    transport::SendRequest request;
+    request.wr_id = buffer;
+    request.op = send_op(m.op);
+    request.stream = m.stream;
+    request.local_addr = bytes;
+    request.length = l.pending_size;
+    request.lkey = l.lkey;
+    request.remote_addr = l.remote_base + m.remote_offset;
+    request.rkey = l.rkey;
+    request.imm = m.write_index;
+    const transport::PostResult result = l.connection->post_send(request);
+    if (result != transport::PostResult::ok) {
+      l.broken = true;
+      if (l.result.problem.empty())
+        l.result.problem = fmt::format("post_send refused message {}: {}", m.sequence, transport::to_string(result));
+      break;
+    }
+    l.planner->commit(m);
+    l.free_buffers.pop_back();
+    l.in_flight[buffer] = Live::InFlight{m, l.pending_size, h.post_ns};
+    ++l.result.ops[static_cast<std::size_t>(m.op)];
+    l.has_pending = false;
+    if (first_post_ns_ == 0) first_post_ns_ = now;
+    if (paced) {
+      const double bytes_ns = o_.gbps > 0 ? double(l.pending_size) * 8.0 / o_.gbps : 0.0;
+      const double msgs_ns = o_.msg_rate > 0 ? 1e9 / o_.msg_rate : 0.0;
+      next_post_ns_ = std::max(next_post_ns_, now - std::min(now, pacing_burst_ns)) +
+                      static_cast<std::uint64_t>(std::max(bytes_ns, msgs_ns));
+    }
+    ++posted;
+  }
+  return posted;
+}
+
+bool Generator::posting_done(std::uint64_t now) const {
+  if (stop_requested()) return true;
+  if (o_.duration_s > 0) return now >= end_ns_;
+  for (const Live& l : lives_) {
+    if (l.broken) continue;
+    if (o_.open_loop ? (arrivals_made_ < o_.iterations * o_.connections || !l.backlog.empty() || l.has_pending)
+                     : l.planner->posted() < o_.iterations)
+      return false;
+  }
+  return true;
+}
+
+void Generator::print_progress(std::uint64_t now) {
+  if (progress_ == nullptr || o_.quiet || now - last_progress_ns_ < second_ns) return;
+  std::uint64_t posted = 0, completed = 0, bytes = 0, outstanding = 0, retransmitted = 0, backlog = 0;
+  for (const Live& l : lives_) {
+    posted += l.planner->posted();
+    completed += l.result.completed;
+    bytes += l.result.completed_bytes;
+    outstanding += l.outstanding();
+    retransmitted += l.connection->counters().retransmitted_packets;
+    backlog += l.backlog.size();
+  }
+  const double interval = double(now - last_progress_ns_);
+  std::fprintf(progress_,
+               "[%6.1f s] %.2f Gb/s %.0f msg/s | posted %llu completed %llu in flight %llu | retransmitted %llu%s\n",
+               double(now - start_ns_) / 1e9, double(bytes - progress_bytes_) * 8.0 / interval,
+               double(completed - progress_completed_) * 1e9 / interval, static_cast<unsigned long long>(posted),
+               static_cast<unsigned long long>(completed), static_cast<unsigned long long>(outstanding),
+               static_cast<unsigned long long>(retransmitted),
+               o_.open_loop ? fmt::format(" | backlog {}", backlog).c_str() : "");
+  std::fflush(progress_);
+  last_progress_ns_ = now;
+  progress_completed_ = completed;
+  progress_bytes_ = bytes;
+}
+
+void Generator::close_all() {
+  std::size_t waiting = 0;
+  for (Live& l : lives_) {
+    traffic::GenReport report;
+    report.posted = l.planner->posted();
+    report.completed = l.result.completed;
+    report.completed_bytes = l.result.completed_bytes;
+    report.failed = l.result.failed;
+    std::string error;
+    if (!e_.cm->disconnect(e_.host->now_ns(), l.cm_id, traffic::encode(report), error)) {
+      if (l.result.problem.empty()) l.result.problem = error;
+      continue;
+    }
+    ++waiting;
+  }
+  while (waiting > 0) {
+    const std::size_t work = e_.turn();
+    for (auto& ev : e_.events) {
+      const auto it = by_cm_id_.find(ev.id);
+      if (it == by_cm_id_.end() || ev.kind != cm::EventKind::disconnected) continue;
+      Live& l = lives_[it->second];
+      if (l.closed) continue;
+      l.closed = true;
+      --waiting;
+      if (!ev.error.empty()) {
+        if (l.result.problem.empty()) l.result.problem = ev.error;
+      } else if (traffic::decode(ev.peer_private_data, l.result.sink)) {
+        l.result.sink_reported = true;
+      } else if (l.result.problem.empty()) {
+        l.result.problem = "the sink's disconnect reply carried no report: is it a metaroce-sink?";
+      }
+    }
+    e_.events.clear();
+    e_.idle(work);
+  }
+}
+
+GenResult Generator::run() {
+  if (!open_endpoint(o_.port, e_, r_.error)) return r_;
+  catch_stop_signals();
+  if (progress_ != nullptr) {
+    std::fprintf(progress_,
+                 " metaroce-gen: %u connections x %u paths, %u streams, %s, sizes %s, mix %s, %s loop%s to %s "
+                 "(next hop %s) from %s on %s\n",
+                 o_.connections, o_.paths, o_.streams, std::string(transport::to_string(o_.mode)).c_str(),
+                 o_.sizes.description().c_str(), o_.mix_text.c_str(), o_.open_loop ? "open" : "closed",
+                 o_.gbps > 0 || o_.msg_rate > 0
+                     ? fmt::format(" at {}{}{}", o_.gbps > 0 ? fmt::format("{} Gb/s", o_.gbps) : "",
+                                   o_.gbps > 0 && o_.msg_rate > 0 ? " and " : "",
+                                   o_.msg_rate > 0 ? fmt::format("{} msg/s", o_.msg_rate) : "")
+                           .c_str()
+                     : "",
+                 o_.sink_address.c_str(), o_.peer_mac.c_str(), o_.port.local_ip.c_str(), e_.port->name().c_str());
+    std::fflush(progress_);
+  }
+  const std::uint64_t connecting_ns = monotonic_ns();
+  if (!connect_all()) return r_;
+  if (progress_ != nullptr && !o_.quiet) {
+    std::fprintf(progress_, " %u connections established in %.2f s\n", o_.connections,
+                 double(monotonic_ns() - connecting_ns) / 1e9);
+    std::fflush(progress_);
+  }
+
+  start_ns_ = monotonic_ns();
+  if (o_.duration_s > 0) end_ns_ = start_ns_ + static_cast<std::uint64_t>(o_.duration_s * 1e9);
+  next_arrival_ns_ = next_post_ns_ = last_progress_ns_ = last_completion_ns_ = start_ns_;
+  bool posting = true;
+  std::size_t next_first = 0;
+  for (;;) {
+    std::size_t work = e_.turn();
+    e_.events.clear();
+    const std::uint64_t now = monotonic_ns();
+    for (Live& l : lives_) work += poll_completions(l, now);
+    if (posting && posting_done(now)) posting = false;
+    if (posting) {
+      if (o_.open_loop) arrivals(now);
+      // A different connection first each turn, so a rate limit is shared fairly.
+      for (std::size_t k = 0; k < lives_.size(); ++k) work += post(lives_[(next_first + k) % lives_.size()], now);
+      next_first = (next_first + 1) % lives_.size();
+    }
+    print_progress(now);
+    std::uint64_t outstanding = 0;
+    for (const Live& l : lives_) outstanding += l.outstanding();
+    if (!posting && outstanding == 0) break;
+    if (!posting && now - last_completion_ns_ > static_cast<std::uint64_t>(o_.drain_timeout_s * 1e9)) {
+      for (Live& l : lives_)
+        if (l.outstanding() != 0 && l.result.problem.empty())
+          l.result.problem = fmt::format("{} messages never completed ({} s without a completion)", l.outstanding(),
+                                         o_.drain_timeout_s);
+      break;
+    }
+    e_.idle(work);
+  }
+  r_.interrupted = stop_requested();
+  r_.seconds = last_completion_ns_ > first_post_ns_ && first_post_ns_ != 0
+                   ? double(last_completion_ns_ - first_post_ns_) / 1e9
+                   : 0.0;
+  for (const Live& l : lives_) r_.arrivals_unsent += l.backlog.size() + (o_.open_loop && l.has_pending ? 1 : 0);
+
+  const std::uint64_t closing_ns = monotonic_ns();
+  close_all();
+  if (progress_ != nullptr && !o_.quiet) {
+    std::fprintf(progress_, " %u connections closed in %.2f s\n", o_.connections,
+                 double(monotonic_ns() - closing_ns) / 1e9);
+    std::fflush(progress_);
+  }
+  for (Live& l : lives_) {
+    l.result.posted = l.planner->posted();
+    l.result.forced_fences = l.planner->forced_fences();
+    l.result.counters = l.connection->counters();
+    l.result.retransmitted = l.result.counters.retransmitted_packets;
+    add_counters(r_.counters, l.result.counters);
+    e_.host->remove_connection(l.result.qpn);
+    e_.host->memory().deregister(l.lkey);
+    r_.connections.push_back(std::move(l.result));
+  }
+  // Let the last answers out before the port stops.
+  for (int i = 0; i < 100; ++i) e_.turn();
+  e_.host->refresh_port_counters();
+  r_.engine = e_.host->counters();
+  r_.cm = e_.cm->counters();
+  return r_;
+}
+
+// The run's totals as one ConnectionResult (index and qpn unused).
+struct Totals {
+  ConnectionResult all;
+  std::uint64_t sink_reports = 0;
+};
+
+Totals totals_of(const GenResult& r) {
+  Totals t;
+  ConnectionResult& a = t.all;
+  for (const ConnectionResult& c : r.connections) {
+    a.posted += c.posted;
+    a.completed += c.completed;
+    a.failed += c.failed;
+    a.completed_bytes += c.completed_bytes;
+    a.forced_fences += c.forced_fences;
+    a.retransmitted += c.retransmitted;
+    for (std::size_t k = 0; k < a.ops.size(); ++k) a.ops[k] += c.ops[k];
+    a.latency.merge(c.latency);
+    if (!c.sink_reported) continue;
+    ++t.sink_reports;
+    a.sink.verified += c.sink.verified;
+    a.sink.verified_bytes += c.sink.verified_bytes;
+    a.sink.wrong += c.sink.wrong;
+    a.sink.wrong_bytes += c.sink.wrong_bytes;
+    a.sink.missing += c.sink.missing;
+    a.sink.duplicates += c.sink.duplicates;
+  }
+  return t;
+}
+
+// The figures of one connection, or of all: the same keys at both levels.
+void add_figures(JsonLine& j, const ConnectionResult& c) {
+  j.add("posted", c.posted);
+  j.add("completed", c.completed);
+  j.add("failed", c.failed);
+  j.add("bytes", c.completed_bytes);
+  j.begin_object("ops");
+  for (std::size_t k = 0; k < c.ops.size(); ++k) j.add(traffic::to_string(static_cast<traffic::Op>(k)), c.ops[k]);
+  j.end_object();
+  j.add("forced_fences", c.forced_fences);
+  j.add("retransmitted_packets", c.retransmitted);
+  add_latency_json(j, "latency_us", c.latency);
+  j.begin_object("sink");
+  j.add("verified", c.sink.verified);
+  j.add("verified_bytes", c.sink.verified_bytes);
+  j.add("wrong", c.sink.wrong);
+  j.add("wrong_bytes", c.sink.wrong_bytes);
+  j.add("missing", c.sink.missing);
+  j.add("duplicates", c.sink.duplicates);
+  if (c.sink.first_bad_sequence != ~std::uint64_t{0}) j.add("first_bad_sequence", c.sink.first_bad_sequence);
+  if (c.sink.first_bad_offset != traffic::no_offset) j.add("first_bad_offset", c.sink.first_bad_offset);
+  j.end_object();
+}
+
+// The first problem of the run in words, or empty.
+std::string first_problem(const GenResult& r) {
+  if (!r.error.empty()) return r.error;
+  for (const ConnectionResult& c : r.connections) {
+    if (!c.problem.empty()) return fmt::format("connection {}: {}", c.index, c.problem);
+    if (!c.sink_reported) return fmt::format("connection {}: no report from the sink", c.index);
+    if (c.sink.wrong != 0)
+      return fmt::format("connection {}: the sink found {} wrong bytes in {} messages, the first in message {} at "
+                         "offset {}",
+                         c.index, c.sink.wrong_bytes, c.sink.wrong, c.sink.first_bad_sequence,
+                         c.sink.first_bad_offset);
+    if (c.sink.missing != 0)
+      return fmt::format("connection {}: {} messages never reached the sink (the first: message {})", c.index,
+                         c.sink.missing, c.sink.first_bad_sequence);
+    if (c.sink.duplicates != 0)
+      return fmt::format("connection {}: the sink saw {} messages complete twice", c.index, c.sink.duplicates);
+    if (c.sink.verified != c.posted)
+      return fmt::format("connection {}: posted {} messages, the sink verified {}", c.index, c.posted,
+                         c.sink.verified);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool GenResult::ok() const noexcept {
+  if (!error.empty() || connections.empty()) return false;
+  for (const ConnectionResult& c : connections)
+    if (!c.problem.empty() || c.failed != 0 || c.completed != c.posted || !c.sink_reported ||
+        c.sink.verified != c.posted || c.sink.wrong != 0 || c.sink.missing != 0 || c.sink.duplicates != 0)
+      return false;
+  return true;
+}
+
+GenResult run_gen(const GenOptions& options, std::FILE* progress) {
+  Generator g(options, progress);
+  return g.run();
+}
+
+std::string gen_json(const GenOptions& o, const GenResult& r) {
+  const Totals t = totals_of(r);
+  JsonLine j;
+  j.add("app", "metaroce-gen");
+  j.add("ok", r.ok());
+  j.add("first_problem", first_problem(r));
+  j.add("run", fmt::format("{:016x}", r.run));
+  j.add("connections", o.connections);
+  j.add("paths", unsigned{o.paths});
+  j.add("streams", unsigned{o.streams});
+  j.add("mode", transport::to_string(o.mode));
+  j.add("cc", o.cc.empty() ? "none" : o.cc);
+  j.add("sizes", o.sizes.description());
+  j.add("mix", o.mix_text);
+  j.add("loop", o.open_loop ? "open" : "closed");
+  j.add("gbps_limit", o.gbps);
+  j.add("msg_rate_limit", o.msg_rate);
+  j.add("interrupted", r.interrupted);
+  j.add("seconds", r.seconds);
+  add_figures(j, t.all);
+  j.add("sink_reports", t.sink_reports);
+  j.add("goodput_gbps", r.seconds > 0 ? double(t.all.completed_bytes) * 8.0 / r.seconds / 1e9 : 0.0);
+  j.add("message_rate", r.seconds > 0 ? double(t.all.completed) / r.seconds : 0.0);
+  j.add("arrivals_unsent", r.arrivals_unsent);
+  j.add("max_backlog", r.max_backlog);
+  j.begin_array("per_connection");
+  for (const ConnectionResult& c : r.connections) {
+    j.begin_array_object();
+    j.add("connection", c.index);
+    j.add("qpn", c.qpn);
+    add_figures(j, c);
+    j.add("sink_reported", c.sink_reported);
+    j.add("problem", c.problem);
+    j.end_object();
+  }
+  j.end_array();
+  add_counters_json(j, r.counters, r.engine, r.cm);
+  return std::move(j).finish();
+}
+
+void print_gen_summary(std::FILE* out, const GenOptions& o, const GenResult& r) {
+  const Totals totals = totals_of(r);
+  const ConnectionResult& t = totals.all;
+  std::fprintf(out,
+               " posted %llu messages (write %llu, write-imm %llu, send %llu; %llu forced fences), completed %llu, "
+               "failed %llu\n",
+               static_cast<unsigned long long>(t.posted), static_cast<unsigned long long>(t.ops[0]),
+               static_cast<unsigned long long>(t.ops[1]), static_cast<unsigned long long>(t.ops[2]),
+               static_cast<unsigned long long>(t.forced_fences), static_cast<unsigned long long>(t.completed),
+               static_cast<unsigned long long>(t.failed));
+  std::fprintf(out, " %.3f GB in %.2f s: %.2f Gb/s, %.0f msg/s; latency (post to completion) p50 %.1f us, p99 %.1f us, "
+                    "max %.1f us; %llu packets retransmitted\n",
+               double(t.completed_bytes) / 1e9, r.seconds, r.seconds > 0 ? double(t.completed_bytes) * 8.0 / r.seconds / 1e9 : 0.0,
+               r.seconds > 0 ? double(t.completed) / r.seconds : 0.0, double(t.latency.percentile(0.5)) / 1e3,
+               double(t.latency.percentile(0.99)) / 1e3, double(t.latency.max()) / 1e3,
+               static_cast<unsigned long long>(t.retransmitted));
+  if (o.open_loop)
+    std::fprintf(out, " open loop: at most %llu arrivals waited for a connection; %llu never posted\n",
+                 static_cast<unsigned long long>(r.max_backlog), static_cast<unsigned long long>(r.arrivals_unsent));
+  std::fprintf(out, " sink (%llu of %zu connections reported): verified %llu messages, %llu bytes; wrong %llu (%llu "
+                    "bytes), missing %llu, duplicates %llu\n",
+               static_cast<unsigned long long>(totals.sink_reports), r.connections.size(),
+               static_cast<unsigned long long>(t.sink.verified), static_cast<unsigned long long>(t.sink.verified_bytes),
+               static_cast<unsigned long long>(t.sink.wrong), static_cast<unsigned long long>(t.sink.wrong_bytes),
+               static_cast<unsigned long long>(t.sink.missing), static_cast<unsigned long long>(t.sink.duplicates));
+  const std::string problem = first_problem(r);
+  std::fprintf(out, " %s%s\n", r.ok() ? "ok: every message verified by the sink" : "FAILED: ", problem.c_str());
+}
+
+}  // namespace metaroce::apps::gen

@@ -1,0 +1,423 @@
+#include "metaroce-sink/sink_run.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/json_line.hpp"
+#include "common/remote_endpoint.hpp"
+
+namespace metaroce::apps::sink {
+
+namespace {
+
+constexpr std::uint64_t second_ns = 1'000'000'000;
+// After the last run closed: answer repeated DREQs (a DREP was lost) this long.
+constexpr std::uint64_t linger_ns = 300'000'000;
+
+struct Session {
+  transport::Connection* connection = nullptr;
+  traffic::Offer offer;
+  std::vector<std::uint8_t> write_region;
+  std::vector<std::uint8_t> receive_region;
+  std::uint32_t write_key = 0, receive_key = 0;
+  std::unique_ptr<traffic::ConnectionVerifier> verifier;
+  std::uint64_t established_ns = 0;
+  std::uint64_t last_message_ns = 0;
+  SessionResult result;
+
+  [[nodiscard]] std::uint64_t memory() const noexcept { return write_region.size() + receive_region.size(); }
+  bool post_receive(std::uint64_t buffer) {
+    transport::ReceiveRequest r;
+    r.wr_id = buffer;
+    r.stream = static_cast<std::uint16_t>(buffer / offer.receives);
+    r.addr = receive_region.data() + verifier->receive_offset(buffer);
+    r.length = offer.slot_bytes;
+    r.lkey = receive_key;
+    return connection->post_receive(r) == transport::PostResult::ok;
+  }
+};
+
+class Sink {
+ public:
+  Sink(const SinkOptions& o, std::FILE* progress) : o_(o), progress_(progress) {}
+  SinkResult run();
+
+ private:
+  cm::RejectReason accept(const transport::ConnectionConfig& config, const cm::Message& request,
+                          std::vector<std::uint8_t>& reply);
+  std::size_t poll(Session& s, std::uint64_t now);
+  void close(std::uint32_t qpn, Session& s, bool closed_by_generator);
+  void print_progress(std::uint64_t now);
+
+  const SinkOptions& o_;
+  std::FILE* progress_;
+  Endpoint e_;
+  SinkResult r_;
+  std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;
+  std::map<std::uint64_t, std::uint32_t> closed_per_run_;
+  std::uint64_t memory_in_use_ = 0;
+  std::vector<transport::Completion> completions_;
+  std::uint64_t start_ns_ = 0, last_progress_ns_ = 0, progress_bytes_ = 0, progress_messages_ = 0;
+  // Totals of the closed sessions, for progress lines.
+  std::uint64_t closed_bytes_ = 0, closed_messages_ = 0;
+};
+
+cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const cm::Message& request,
+                              std::vector<std::uint8_t>& reply) {
+  traffic::Offer offer;
+  if (!traffic::decode(request.private_data, offer)) {
+    ++r_.refused;
+    if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: its request is not a metaroce-gen offer\n",
+                                           config.peer_qpn);
+    return cm::RejectReason::bad_parameters;
+  }
+  traffic::VerifierLayout layout;
+  layout.connection = offer.connection;
+  layout.streams = config.streams;
+  layout.write_slots = offer.write_slots;
+  layout.receives = offer.receives;
+  layout.slot_bytes = offer.slot_bytes;
+  const std::uint64_t bytes = traffic::ConnectionVerifier::write_region_bytes(layout) +
+                              traffic::ConnectionVerifier::receive_region_bytes(layout);
+  if (memory_in_use_ + bytes > o_.memory_mb << 20) {
+    ++r_.refused;
+    if (progress_ != nullptr)
+      std::fprintf(progress_, " refused connection %u of run %016llx: it needs %llu MiB, %llu of %llu MiB in use "
+                              "(raise --memory-mb)\n",
+                   offer.connection, static_cast<unsigned long long>(offer.run),
+                   static_cast<unsigned long long>(bytes >> 20), static_cast<unsigned long long>(memory_in_use_ >> 20),
+                   static_cast<unsigned long long>(o_.memory_mb));
+    return cm::RejectReason::no_resources;
+  }
+  std::string error;
+  auto congestion = make_congestion_control(request.cc, error);
+  if (!error.empty()) {
+    ++r_.refused;
+    return cm::RejectReason::bad_parameters;
+  }
+  auto s = std::make_unique<Session>();
+  s->offer = offer;
+  transport::ConnectionConfig c = config;
+  tolerate_stalls(c);
+  s->connection = e_.host->add_connection(c, std::move(congestion), error);
+  if (s->connection == nullptr) {
+    ++r_.refused;
+    if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
+    return cm::RejectReason::no_resources;
+  }
+  s->connection->connect();
+  s->write_region.assign(traffic::ConnectionVerifier::write_region_bytes(layout), 0);
+  s->receive_region.assign(traffic::ConnectionVerifier::receive_region_bytes(layout), 0);
+  s->write_key = e_.host->memory().register_region(s->write_region.data(), s->write_region.size(),
+                                                   transport::access_local_write | transport::access_remote_write);
+  s->receive_key =
+      e_.host->memory().register_region(s->receive_region.data(), s->receive_region.size(), transport::access_local_write);
+  s->verifier = std::make_unique<traffic::ConnectionVerifier>(layout, s->write_region.data(), s->receive_region.data());
+  for (std::uint64_t b = 0; b < std::uint64_t{layout.streams} * layout.receives; ++b)
+    if (!s->post_receive(b)) {
+      e_.host->remove_connection(c.local_qpn);
+      e_.host->memory().deregister(s->write_key);
+      e_.host->memory().deregister(s->receive_key);
+      ++r_.refused;
+      return cm::RejectReason::no_resources;
+    }
+  s->established_ns = monotonic_ns();
+  s->result.qpn = c.local_qpn;
+  s->result.connection = offer.connection;
+  s->result.run = offer.run;
+  memory_in_use_ += s->memory();
+  reply = traffic::encode(traffic::Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
+  if (progress_ != nullptr && !o_.quiet)
+    std::fprintf(progress_, " connection %u of %u (run %016llx): QP %#x from QP %#x, %s, %u paths, %u streams, "
+                            "messages up to %u B\n",
+                 offer.connection, offer.connections, static_cast<unsigned long long>(offer.run), c.local_qpn,
+                 c.peer_qpn, std::string(transport::to_string(c.mode)).c_str(), c.paths, c.streams, offer.slot_bytes);
+  if (progress_ != nullptr) std::fflush(progress_);
+  sessions_[c.local_qpn] = std::move(s);
+  return cm::RejectReason::none;
+}
+
+// Every completion is checked before the next turn receives anything: the
+// generator reuses a slot only after an ACK that the sink sent in a turn
+// whose completions it has already checked.
+std::size_t Sink::poll(Session& s, std::uint64_t now) {
+  completions_.clear();
+  s.connection->poll_completions(completions_);
+  for (const auto& c : completions_) {
+    if (c.status != transport::CompletionStatus::success) {
+      s.verifier->on_failed_completion();
+      if (s.result.problem.empty())
+        s.result.problem = fmt::format("a receive completed with {}", transport::to_string(c.status));
+      continue;
+    }
+    if (c.kind == transport::CompletionKind::receive_write_imm)
+      s.verifier->on_write_imm(c.stream, c.imm, c.byte_len, now);
+    else
+      s.verifier->on_send(c.stream, c.wr_id, c.byte_len, now);
+    s.last_message_ns = now;
+    if (!s.post_receive(c.wr_id) && s.result.problem.empty()) s.result.problem = "re-posting a receive was refused";
+  }
+  return completions_.size();
+}
+
+void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
+  const std::uint64_t now = monotonic_ns();
+  poll(s, now);
+  SessionResult& r = s.result;
+  r.closed = closed_by_generator;
+  if (r.gen_reported) {
+    s.verifier->finish(r.gen.posted);
+    if (r.gen.failed != 0 && r.problem.empty())
+      r.problem = fmt::format("{} messages failed at the generator", r.gen.failed);
+  }
+  r.totals = s.verifier->totals();
+  r.latency = s.verifier->latency();
+  r.failed_completions = s.verifier->failed_completions();
+  if (r.problem.empty()) r.problem = s.verifier->first_problem();
+  const std::uint64_t end = s.last_message_ns != 0 ? s.last_message_ns : now;
+  r.seconds = double(end - s.established_ns) / 1e9;
+  r.counters = s.connection->counters();
+  add_counters(r_.counters, r.counters);
+  closed_bytes_ += r.totals.verified_bytes;
+  closed_messages_ += r.totals.verified;
+  if (closed_by_generator) {
+    e_.cm->set_disconnect_reply(qpn, traffic::encode(static_cast<const traffic::SinkReport&>(r.totals)));
+    if (progress_ != nullptr && !o_.quiet)
+      std::fprintf(progress_, " connection %u closed: %llu of %llu messages verified (%llu bytes), %llu wrong, "
+                              "%llu missing, %llu duplicates%s%s\n",
+                   r.connection, static_cast<unsigned long long>(r.totals.verified),
+                   static_cast<unsigned long long>(r.gen.posted),
+                   static_cast<unsigned long long>(r.totals.verified_bytes),
+                   static_cast<unsigned long long>(r.totals.wrong), static_cast<unsigned long long>(r.totals.missing),
+                   static_cast<unsigned long long>(r.totals.duplicates), r.problem.empty() ? "" : ": ",
+                   r.problem.c_str());
+    std::fflush(progress_);
+  }
+  e_.host->remove_connection(qpn);
+  e_.host->memory().deregister(s.write_key);
+  e_.host->memory().deregister(s.receive_key);
+  memory_in_use_ -= s.memory();
+  r_.sessions.push_back(std::move(r));
+}
+
+void Sink::print_progress(std::uint64_t now) {
+  if (progress_ == nullptr || o_.quiet || now - last_progress_ns_ < second_ns) return;
+  std::uint64_t bytes = closed_bytes_, messages = closed_messages_, wrong = 0, missing = 0, duplicates = 0;
+  for (const auto& [qpn, s] : sessions_) {
+    const traffic::VerifierTotals& t = s->verifier->totals();
+    bytes += t.verified_bytes;
+    messages += t.verified;
+  }
+  for (const SessionResult& r : r_.sessions) {
+    wrong += r.totals.wrong;
+    missing += r.totals.missing;
+    duplicates += r.totals.duplicates;
+  }
+  for (const auto& [qpn, s] : sessions_) {
+    wrong += s->verifier->totals().wrong;
+    missing += s->verifier->totals().missing;
+    duplicates += s->verifier->totals().duplicates;
+  }
+  const double interval = double(now - last_progress_ns_);
+  std::fprintf(progress_,
+               "[%6.1f s] %zu open: %.2f Gb/s %.0f msg/s verified | %llu messages, %llu bytes | wrong %llu missing "
+               "%llu duplicates %llu\n",
+               double(now - start_ns_) / 1e9, sessions_.size(), double(bytes - progress_bytes_) * 8.0 / interval,
+               double(messages - progress_messages_) * 1e9 / interval, static_cast<unsigned long long>(messages),
+               static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(wrong),
+               static_cast<unsigned long long>(missing), static_cast<unsigned long long>(duplicates));
+  std::fflush(progress_);
+  last_progress_ns_ = now;
+  progress_bytes_ = bytes;
+  progress_messages_ = messages;
+}
+
+SinkResult Sink::run() {
+  if (!open_endpoint(o_.port, e_, r_.error)) return r_;
+  catch_stop_signals();
+  e_.cm->listen([this](const transport::ConnectionConfig& config, const cm::Message& request,
+                       std::vector<std::uint8_t>& reply) { return accept(config, request, reply); });
+  if (progress_ != nullptr) {
+    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, IPv4 %s): waiting for metaroce-gen; %s\n",
+                 e_.port->name().c_str(), mac_string(e_.port->mac()).c_str(), o_.port.local_ip.c_str(),
+                 o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
+    std::fflush(progress_);
+  }
+  start_ns_ = last_progress_ns_ = monotonic_ns();
+  const std::uint64_t end_ns =
+      o_.duration_s > 0 ? start_ns_ + static_cast<std::uint64_t>(o_.duration_s * 1e9) : ~std::uint64_t{0};
+  std::uint64_t finish_at = ~std::uint64_t{0};
+  while (!stop_requested()) {
+    std::size_t work = e_.turn();
+    const std::uint64_t now = monotonic_ns();
+    for (auto& [qpn, s] : sessions_) work += poll(*s, now);
+    for (const auto& ev : e_.events) {
+      const auto qpn = static_cast<std::uint32_t>(ev.id);
+      const auto it = sessions_.find(qpn);
+      if (it == sessions_.end()) continue;
+      Session& s = *it->second;
+      if (ev.kind == cm::EventKind::disconnected) {
+        s.result.gen_reported = traffic::decode(ev.peer_private_data, s.result.gen);
+        if (!s.result.gen_reported) s.result.problem = "the generator's disconnect carried no report";
+        const std::uint64_t run = s.offer.run;
+        const std::uint32_t of = s.offer.connections;
+        close(qpn, s, true);
+        e_.cm->forget(qpn);
+        sessions_.erase(it);
+        if (++closed_per_run_[run] == of) {
+          ++r_.runs_completed;
+          if (o_.runs != 0 && r_.runs_completed >= o_.runs) finish_at = now + linger_ns;
+        }
+      } else if (ev.kind == cm::EventKind::superseded) {
+        s.result.problem = "its generator started it over (a new incarnation replaced it)";
+        close(qpn, s, false);
+        e_.cm->forget(qpn);
+        sessions_.erase(it);
+      }
+    }
+    e_.events.clear();
+    print_progress(now);
+    if (now >= finish_at || now >= end_ns) break;
+    e_.idle(work);
+  }
+  r_.interrupted = stop_requested();
+  while (!sessions_.empty()) {
+    auto it = sessions_.begin();
+    it->second->result.problem = "never closed by its generator: what it posted is unknown";
+    close(it->first, *it->second, false);
+    sessions_.erase(it);
+  }
+  e_.host->refresh_port_counters();
+  r_.engine = e_.host->counters();
+  r_.cm = e_.cm->counters();
+  return r_;
+}
+
+struct Totals {
+  std::uint64_t verified = 0, verified_bytes = 0, wrong = 0, wrong_bytes = 0, missing = 0, duplicates = 0,
+                failed_completions = 0, writes_checked = 0, gen_posted = 0, closed = 0;
+  LatencyHistogram latency;
+};
+
+Totals totals_of(const SinkResult& r) {
+  Totals t;
+  for (const SessionResult& s : r.sessions) {
+    t.verified += s.totals.verified;
+    t.verified_bytes += s.totals.verified_bytes;
+    t.wrong += s.totals.wrong;
+    t.wrong_bytes += s.totals.wrong_bytes;
+    t.missing += s.totals.missing;
+    t.duplicates += s.totals.duplicates;
+    t.failed_completions += s.failed_completions;
+    t.writes_checked += s.totals.writes_checked;
+    t.gen_posted += s.gen.posted;
+    t.closed += s.closed ? 1 : 0;
+    t.latency.merge(s.latency);
+  }
+  return t;
+}
+
+}  // namespace
+
+bool SessionResult::ok() const noexcept {
+  return closed && gen_reported && problem.empty() && totals.wrong == 0 && totals.missing == 0 &&
+         totals.duplicates == 0 && failed_completions == 0 && totals.verified == gen.posted && gen.failed == 0;
+}
+
+bool SinkResult::ok() const noexcept {
+  if (!error.empty() || sessions.empty()) return false;
+  return std::all_of(sessions.begin(), sessions.end(), [](const SessionResult& s) { return s.ok(); });
+}
+
+SinkResult run_sink(const SinkOptions& options, std::FILE* progress) {
+  Sink s(options, progress);
+  return s.run();
+}
+
+std::string sink_json(const SinkOptions& o, const SinkResult& r) {
+  const Totals t = totals_of(r);
+  JsonLine j;
+  j.add("app", "metaroce-sink");
+  j.add("ok", r.ok());
+  std::string first;
+  if (!r.error.empty()) first = r.error;
+  for (const SessionResult& s : r.sessions)
+    if (first.empty() && !s.ok())
+      first = fmt::format("connection {}: {}", s.connection,
+                          s.problem.empty() ? fmt::format("verified {} of {} messages", s.totals.verified, s.gen.posted)
+                                            : s.problem);
+  if (first.empty() && r.sessions.empty()) first = "no connection came";
+  j.add("first_problem", first);
+  j.add("runs_completed", r.runs_completed);
+  j.add("runs_expected", o.runs);
+  j.add("interrupted", r.interrupted);
+  j.add("connections", std::uint64_t{r.sessions.size()});
+  j.add("connections_closed", t.closed);
+  j.add("refused", r.refused);
+  j.add("messages", t.verified);
+  j.add("bytes", t.verified_bytes);
+  j.add("gen_posted", t.gen_posted);
+  j.add("wrong", t.wrong);
+  j.add("wrong_bytes", t.wrong_bytes);
+  j.add("missing", t.missing);
+  j.add("duplicates", t.duplicates);
+  j.add("failed_completions", t.failed_completions);
+  j.add("writes_checked", t.writes_checked);
+  add_latency_json(j, "latency_us", t.latency);
+  j.begin_array("per_connection");
+  for (const SessionResult& s : r.sessions) {
+    j.begin_array_object();
+    j.add("connection", s.connection);
+    j.add("run", fmt::format("{:016x}", s.run));
+    j.add("qpn", s.qpn);
+    j.add("ok", s.ok());
+    j.add("messages", s.totals.verified);
+    j.add("bytes", s.totals.verified_bytes);
+    j.add("seconds", s.seconds);
+    j.add("goodput_gbps", s.seconds > 0 ? double(s.totals.verified_bytes) * 8.0 / s.seconds / 1e9 : 0.0);
+    add_latency_json(j, "latency_us", s.latency);
+    j.add("wrong", s.totals.wrong);
+    j.add("wrong_bytes", s.totals.wrong_bytes);
+    if (s.totals.first_bad_sequence != ~std::uint64_t{0}) j.add("first_bad_sequence", s.totals.first_bad_sequence);
+    if (s.totals.first_bad_offset != traffic::no_offset) j.add("first_bad_offset", s.totals.first_bad_offset);
+    j.add("missing", s.totals.missing);
+    j.add("duplicates", s.totals.duplicates);
+    j.add("failed_completions", s.failed_completions);
+    j.add("writes_checked", s.totals.writes_checked);
+    j.add("closed", s.closed);
+    j.add("gen_posted", s.gen.posted);
+    j.add("gen_completed", s.gen.completed);
+    j.add("gen_failed", s.gen.failed);
+    j.add("problem", s.problem);
+    j.end_object();
+  }
+  j.end_array();
+  add_counters_json(j, r.counters, r.engine, r.cm);
+  return std::move(j).finish();
+}
+
+void print_sink_summary(std::FILE* out, const SinkResult& r) {
+  const Totals t = totals_of(r);
+  std::fprintf(out, " %zu connections (%llu closed by their generator): verified %llu of %llu messages, %llu bytes; "
+                    "wrong %llu (%llu bytes), missing %llu, duplicates %llu\n",
+               r.sessions.size(), static_cast<unsigned long long>(t.closed), static_cast<unsigned long long>(t.verified),
+               static_cast<unsigned long long>(t.gen_posted), static_cast<unsigned long long>(t.verified_bytes),
+               static_cast<unsigned long long>(t.wrong), static_cast<unsigned long long>(t.wrong_bytes),
+               static_cast<unsigned long long>(t.missing), static_cast<unsigned long long>(t.duplicates));
+  std::fprintf(out, " completion latency (generator post to completion here, write-imm and send): p50 %.1f us, "
+                    "p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
+               double(t.latency.percentile(0.5)) / 1e3, double(t.latency.percentile(0.99)) / 1e3,
+               double(t.latency.percentile(0.999)) / 1e3, double(t.latency.max()) / 1e3);
+  for (const SessionResult& s : r.sessions)
+    if (!s.ok())
+      std::fprintf(out, " connection %u (QP %#x): %s\n", s.connection, s.qpn,
+                   s.problem.empty() ? fmt::format("verified {} of {} messages", s.totals.verified, s.gen.posted).c_str()
+                                     : s.problem.c_str());
+  if (r.sessions.empty()) std::fprintf(out, " no connection came\n");
+  std::fprintf(out, " %s\n", r.ok() ? "ok: every message arrived once, every byte right" : "FAILED");
+}
+
+}  // namespace metaroce::apps::sink

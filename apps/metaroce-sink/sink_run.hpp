@@ -1,0 +1,59 @@
+// metaroce-sink's run: listens, accepts each metaroce-gen connection (its
+// write slots and receive buffers as the generator's offer lays them out),
+// keeps receives posted, checks every message (connection_verifier.hpp),
+// and answers each DREQ with its verdict.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cm/manager.hpp"
+#include "common/latency_histogram.hpp"
+#include "common/traffic_handshake.hpp"
+#include "engine/engine_counters.hpp"
+#include "metaroce-sink/connection_verifier.hpp"
+#include "metaroce-sink/sink_options.hpp"
+#include "transport/counters.hpp"
+
+namespace metaroce::apps::sink {
+
+struct SessionResult {
+  std::uint32_t qpn = 0;
+  std::uint32_t connection = 0;  // the generator's index
+  std::uint64_t run = 0;
+  traffic::VerifierTotals totals;
+  LatencyHistogram latency;  // the header's post time to the completion here (write-imm, send)
+  std::uint64_t failed_completions = 0;
+  bool closed = false;  // the generator's DREQ came
+  bool gen_reported = false;
+  traffic::GenReport gen;
+  double seconds = 0.0;  // established to the last message
+  std::string problem;
+  transport::ConnectionCounters counters;
+
+  // Arrived once, every byte right, every posted message seen.
+  [[nodiscard]] bool ok() const noexcept;
+};
+
+struct SinkResult {
+  std::string error;  // the sink could not start
+  std::vector<SessionResult> sessions;
+  std::uint32_t runs_completed = 0;
+  std::uint64_t refused = 0;  // connection requests rejected (memory, a bad offer)
+  bool interrupted = false;
+  engine::EngineCounters engine;
+  transport::ConnectionCounters counters;
+  cm::Counters cm;
+
+  [[nodiscard]] bool ok() const noexcept;
+};
+
+// Needs a started EAL.
+SinkResult run_sink(const SinkOptions& options, std::FILE* progress);
+
+std::string sink_json(const SinkOptions& options, const SinkResult& result);
+void print_sink_summary(std::FILE* out, const SinkResult& result);
+
+}  // namespace metaroce::apps::sink

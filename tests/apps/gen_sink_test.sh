@@ -1,0 +1,92 @@
+#!/bin/bash
+# metaroce-gen -> metaroce-fabric -> metaroce-sink as users run them: three
+# processes joined by net_memif (gen_fabric_sink.sh), sharing two cores.
+# Two runs, 4 connections x 4 paths of 32 B..64 KiB messages (write,
+# write-imm and send alike):
+#   loss       1% loss, 4 fabric paths 20 us apart, 0.1% corruption, both ways;
+#   blackhole  the same, and fabric path 1 of a->b dropping everything from
+#              the start (4 of the 16 data paths hash there; the CM's port
+#              does not).
+# Each: every process exits 0; the three JSON summaries agree exactly
+# (mr_accounting); the impairments happened; the retransmissions the sink
+# did not find spurious are the data frames the fabric dropped or corrupted:
+# at most all it dropped and corrupted, at least that less the gen's
+# non-data frames (probes, CM). Then option errors: one line, exit 2.
+# Prints TAP. Usage: gen_sink_test.sh GEN SINK FABRIC
+MR_GEN="$1" MR_SINK="$2" MR_FABRIC="$3"
+if ! command -v jq >/dev/null; then
+  echo "1..0 # SKIP 'jq' is missing: run tools/setup (it installs jq)"
+  exit 0
+fi
+MR_WORK=$(mktemp -d)
+MR_TIMEOUT=120
+# shellcheck source=gen_fabric_sink.sh
+. "$(dirname "$0")/gen_fabric_sink.sh"
+trap 'mr_cleanup; rm -rf "$MR_WORK"' EXIT
+trap 'exit 1' INT TERM
+
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+  n=$((n + 1)); echo "not ok $n - $1"
+  for f in gen sink fabric; do [ -f "$MR_WORK/$f.out" ] && tail -8 "$MR_WORK/$f.out" | sed "s|^|# $f: |"; done
+}
+check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+q() { mr_q "$@"; }
+
+echo "1..27"
+run_case() {  # NAME A_TO_B B_TO_A
+  local name="$1"
+  if ! mr_start_fabric "$2" "$3" --stats-interval 0; then
+    not_ok "$name: metaroce-fabric started and listens on both memif sockets"
+    mr_cleanup
+    return 1
+  fi
+  mr_start_sink
+  mr_run_gen -c 4 --paths 4 --path-window 16 -n 400 --size 32-65536 --seed 7
+  mr_finish
+  check "$name: gen, sink and fabric exit 0 (gen $MR_GEN_STATUS, sink $MR_SINK_STATUS, fabric $MR_FABRIC_STATUS)" \
+    "[ $MR_GEN_STATUS = 0 ] && [ $MR_SINK_STATUS = 0 ] && [ $MR_FABRIC_STATUS = 0 ]"
+  check "$name: gen and sink report ok, 1600 messages of 4 connections, all closed" \
+    "[ \"\$(q gen .ok)\" = true ] && [ \"\$(q sink .ok)\" = true ] && [ \"\$(q gen .posted)\" = 1600 ] \
+     && [ \"\$(q sink .connections_closed)\" = 4 ] && [ \"\$(q gen .sink_reports)\" = 4 ]"
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      "ok - "*) ok "$name: ${line#ok - }" ;;
+      *) not_ok "$name: ${line#not ok - }" ;;
+    esac
+  done < <(mr_accounting)
+  local re spurious dropped corrupted nondata
+  re=$(q gen .connection_counters.retransmitted_packets) spurious=$(q sink .connection_counters.spurious_retransmissions)
+  dropped=$(q fabric .a_to_b.dropped.total) corrupted=$(q fabric .a_to_b.corrupted)
+  nondata=$(q gen '.connection_counters.probes_sent + .cm.requests_sent + .cm.ready_sent + .cm.disconnects_sent')
+  echo "# $name: a->b dropped $dropped (random $(q fabric .a_to_b.dropped.random_loss), blackhole" \
+       "$(q fabric .a_to_b.dropped.blackhole)), corrupted $corrupted; gen retransmitted $re, sink spurious $spurious," \
+       "gen non-data frames $nondata, paths failed $(q gen .connection_counters.paths_failed)"
+  check "$name: retransmitted - spurious is between the a->b losses less the non-data frames and all of them" \
+    "[ -n '$re' ] && [ $((re - spurious)) -le $((dropped + corrupted)) ] && [ $((re - spurious)) -ge $((dropped + corrupted - nondata)) ]"
+}
+
+run_case loss "loss 1% paths 4 spread 20us corrupt 0.1%" "loss 1% paths 4 spread 20us corrupt 0.1%"
+check "loss: the fabric lost and corrupted frames both ways, blackholed none" \
+  "[ \"\$(q fabric .a_to_b.dropped.random_loss)\" -gt 0 ] && [ \"\$(q fabric .a_to_b.corrupted)\" -gt 0 ] \
+   && [ \"\$(q fabric .b_to_a.dropped.random_loss)\" -gt 0 ] && [ \"\$(q fabric .a_to_b.dropped.blackhole)\" = 0 ]"
+
+run_case blackhole "loss 1% paths 4 spread 20us corrupt 0.1% blackhole 1 at 0ms" \
+  "loss 1% paths 4 spread 20us corrupt 0.1%"
+check "blackhole: path 1 swallowed frames, the gen failed paths over and still delivered everything" \
+  "[ \"\$(q fabric .a_to_b.dropped.blackhole)\" -gt 0 ] && [ \"\$(q gen .connection_counters.paths_failed)\" -gt 0 ] \
+   && [ \"\$(q gen .ok)\" = true ]"
+
+# Option errors: one line that names the fix, exit 2, before EAL starts.
+out=$("$MR_GEN" --port p --local-ip 10.0.0.1 --sink 10.0.0.2 --peer-mac 02:00:00:00:00:02 --size 16 2>&1)
+check "gen --size 16: exit 2, says the range" \
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = \"metaroce-gen: --size '16': size 16 is out of range: give 32..1073741824 bytes (every message starts with its 32-byte header)\" ]"
+out=$("$MR_GEN" --port p --local-ip 10.0.0.1 --sink 10.0.0.2 --peer-mac 02:00:00:00:00:02 --open-loop 2>&1)
+check "gen --open-loop without a rate: exit 2, names --gbps / --msg-rate" \
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-gen: --open-loop needs an arrival rate: give --gbps G or --msg-rate M' ]"
+out=$("$MR_SINK" --port p 2>&1)
+check "sink without --local-ip: exit 2, names it" \
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-sink: give this end'\"'\"'s address: --local-ip A.B.C.D' ]"
+exit 0
