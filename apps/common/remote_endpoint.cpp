@@ -206,9 +206,13 @@ std::string mac_string(const wire::MacAddress& m) {
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
-std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name, std::string& error) {
+std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name,
+                                                                     const transport::ConnectionConfig& connection,
+                                                                     std::string& error) {
   if (name.empty() || name == "none") return nullptr;
-  return cc::make(name, cc::CcConfig{}, error);
+  cc::CcConfig config;
+  config.metaroce.paths = connection.paths;  // one window per path of this connection
+  return cc::make(name, config, error);
 }
 
 void add_counters(transport::ConnectionCounters& a, const transport::ConnectionCounters& b) {

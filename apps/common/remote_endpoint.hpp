@@ -104,7 +104,11 @@ std::string mac_string(const wire::MacAddress& mac);
 
 // By lib/cc name; nullptr for "" or "none" (the path window bounds each
 // path), or on error (`error` set).
-std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name, std::string& error);
+// The controller `name` sized for `connection` (its paths); nullptr for "" or
+// "none"; nullptr and `error` for an unknown name.
+std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name,
+                                                                     const transport::ConnectionConfig& connection,
+                                                                     std::string& error);
 
 // a += b, every counter.
 void add_counters(transport::ConnectionCounters& a, const transport::ConnectionCounters& b);

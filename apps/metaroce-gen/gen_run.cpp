@@ -116,7 +116,7 @@ bool Generator::on_established(Live& l, cm::Event& ev) {
     return false;
   }
   std::string error;
-  auto congestion = make_congestion_control(ev.cc, error);
+  auto congestion = make_congestion_control(ev.cc, ev.config, error);
   if (!error.empty()) {
     r_.error = error;
     return false;

@@ -208,8 +208,10 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       return false;
     }
     config.congestion = [&o] {
+      cc::CcConfig cc_config;
+      cc_config.metaroce.paths = o.paths;  // one window per path of the connection
       std::string ignored;
-      return cc::make(o.cc, cc::CcConfig{}, ignored);
+      return cc::make(o.cc, cc_config, ignored);
     };
   }
   auto loopback = engine::Loopback::create(config, run.error);

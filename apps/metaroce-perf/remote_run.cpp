@@ -219,7 +219,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     Offer offer;
     if (!decode(request.private_data, offer)) return cm::RejectReason::bad_parameters;
     std::string error;
-    auto congestion = apps::make_congestion_control(request.cc, error);
+    auto congestion = apps::make_congestion_control(request.cc, config, error);
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     auto s = std::make_unique<Session>();
     s->offer = offer;
@@ -384,7 +384,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   }
   const std::uint64_t remote_base = wire::load_be64(established.peer_private_data.data());
   const std::uint32_t rkey = wire::load_be32(established.peer_private_data.data() + 8);
-  auto congestion = apps::make_congestion_control(established.cc, error);
+  auto congestion = apps::make_congestion_control(established.cc, established.config, error);
   if (!error.empty()) {
     run.error = error;
     return false;

@@ -93,7 +93,7 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
     return cm::RejectReason::no_resources;
   }
   std::string error;
-  auto congestion = make_congestion_control(request.cc, error);
+  auto congestion = make_congestion_control(request.cc, config, error);
   if (!error.empty()) {
     ++r_.refused;
     return cm::RejectReason::bad_parameters;

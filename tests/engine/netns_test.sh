@@ -106,6 +106,10 @@ run_mode() {  # mode extra-args...
     --preset "$presets/net_af_packet.ini" --iface c0 --local-ip 10.77.1.2 --mode "$mode" "$@" \
     -s 1048576 -n 256 --op write-imm --verify --idle-sleep-us 5 --json "$work/client.json" >"$work/client.out" 2>&1
   client_status=$?
+  # The server exits after the client's last disconnect; a client that died
+  # never sends it: give the server 20 s, then stop it (and fail).
+  timeout 20 tail --pid="$server_pid" -f /dev/null
+  kill -9 "$server_pid" 2>/dev/null
   wait "$server_pid"
   server_status=$?
   server_pid=
