@@ -422,21 +422,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   result.packets_sent = data_packets_sent(senders) - sent_before;
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
-  if (!latencies_ns.empty()) {
-    std::sort(latencies_ns.begin(), latencies_ns.end());
-    // Nearest rank: the smallest sample with at least q of them at or below it.
-    const auto at = [&](double q) {
-      const auto rank = static_cast<std::size_t>(std::ceil(q * double(latencies_ns.size())));
-      return double(latencies_ns[std::clamp<std::size_t>(rank, 1, latencies_ns.size()) - 1]) / 1e3;
-    };
-    double sum = 0;
-    for (const auto v : latencies_ns) sum += double(v);
-    result.lat_min_us = double(latencies_ns.front()) / 1e3;
-    result.lat_p50_us = at(0.50);
-    result.lat_p99_us = at(0.99);
-    result.lat_max_us = double(latencies_ns.back()) / 1e3;
-    result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
-  }
+  summarize_latencies(latencies_ns, result);
 
   lb.host_a().refresh_port_counters();
   lb.host_b().refresh_port_counters();
@@ -455,6 +441,23 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
 }
 
 }  // namespace
+
+void summarize_latencies(std::vector<std::uint64_t>& latencies_ns, SizeResult& result) {
+  if (latencies_ns.empty()) return;
+  std::sort(latencies_ns.begin(), latencies_ns.end());
+  // Nearest rank: the smallest sample with at least q of them at or below it.
+  const auto at = [&](double q) {
+    const auto rank = static_cast<std::size_t>(std::ceil(q * double(latencies_ns.size())));
+    return double(latencies_ns[std::clamp<std::size_t>(rank, 1, latencies_ns.size()) - 1]) / 1e3;
+  };
+  double sum = 0;
+  for (const auto v : latencies_ns) sum += double(v);
+  result.lat_min_us = double(latencies_ns.front()) / 1e3;
+  result.lat_p50_us = at(0.50);
+  result.lat_p99_us = at(0.99);
+  result.lat_max_us = double(latencies_ns.back()) / 1e3;
+  result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
+}
 
 std::uint32_t loopback_zero_copy_threshold(const PerfOptions& o) noexcept {
   // net_ring hands a chain to the receiver as a chain, which must copy it

@@ -53,6 +53,10 @@ struct RunResult {
   }
 };
 
+// min/p50/avg/p99/max of the samples (ns) into `result` in microseconds,
+// percentiles by nearest rank; sorts `latencies_ns`. Nothing when empty.
+void summarize_latencies(std::vector<std::uint64_t>& latencies_ns, SizeResult& result);
+
 using FrameTap = std::function<void(std::span<const std::uint8_t>, std::uint64_t)>;
 
 // The threshold the loopback's hosts use: payloads copied unless

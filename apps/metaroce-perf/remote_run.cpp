@@ -521,20 +521,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   result.packets_sent = sender.counters().data_packets_sent + sender.counters().retransmitted_packets - sent_before;
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
-  if (!latencies_ns.empty()) {
-    std::sort(latencies_ns.begin(), latencies_ns.end());
-    const auto at = [&](double q) {
-      const auto rank = static_cast<std::size_t>(std::ceil(q * double(latencies_ns.size())));
-      return double(latencies_ns[std::clamp<std::size_t>(rank, 1, latencies_ns.size()) - 1]) / 1e3;
-    };
-    double sum = 0;
-    for (const auto v : latencies_ns) sum += double(v);
-    result.lat_min_us = double(latencies_ns.front()) / 1e3;
-    result.lat_p50_us = at(0.50);
-    result.lat_p99_us = at(0.99);
-    result.lat_max_us = double(latencies_ns.back()) / 1e3;
-    result.lat_avg_us = sum / double(latencies_ns.size()) / 1e3;
-  }
+  summarize_latencies(latencies_ns, result);
   apps::add_counters(run.connection_a, sender.counters());
   run.retransmitted += apps::path_retransmissions(sender);
   run.sizes.push_back(result);
