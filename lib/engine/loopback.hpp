@@ -1,8 +1,8 @@
-// Both ends of a connection in one process: two engine hosts over net_ring
-// pairs, optionally through an inline fabric (one ImpairedLink per
-// direction), with the connection set up directly in memory (QPNs, PSNs and
-// addresses exchanged by assignment; the in-band connection manager is a
-// later slice).
+// Both ends of one or more connections in one process: two engine hosts over
+// net_ring pairs, optionally through an inline fabric (one ImpairedLink per
+// direction), with the connections set up directly in memory (QPNs, PSNs and
+// addresses exchanged by assignment; two processes use the in-band
+// connection manager, lib/cm, instead).
 //
 //   no fabric:  host A [port a] <==ring pair==> [port b] host B
 //   fabric:     host A [a] <==> [la] -forward link-> [lb] <==> [b] host B
