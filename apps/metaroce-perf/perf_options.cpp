@@ -39,8 +39,8 @@ po::options_description describe() {
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
       ("qps,q", po::value<std::uint16_t>(), "connections (QP pairs), 1..256 (default 1); messages go round-robin")
-      ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32; there is no "
-                                                  "congestion control yet, so this bounds the queue)")
+      ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32): the window "
+                                                  "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
       ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
       ("op", po::value<std::string>(), "write | write-imm | send (default write)")

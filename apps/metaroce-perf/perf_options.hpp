@@ -43,8 +43,8 @@ struct PerfOptions {
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
   std::uint16_t qps = 1;  // -q: connections; message m goes to connection m % qps
-  // Packets a path may have in flight. Without congestion control (a later
-  // issue) this bounds the queue the ends build in the rings between them.
+  // Packets a path may have in flight (metaroce mode). Without --cc this
+  // bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;
   transport::Mode mode = transport::Mode::metaroce;
   std::uint32_t mtu = 4096;
