@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "wire/crc_fold.hpp"
 #include "wire/headers.hpp"
 
 namespace metaroce::wire {
@@ -16,16 +17,6 @@ constexpr std::size_t max_masked_size = 60 /* IPv4 with options */ + udp_header_
 // Frames up to this many covered bytes are CRCed in one call from scratch.
 constexpr std::size_t scratch_size = 512;
 static_assert(max_masked_size <= scratch_size);
-
-// The CRC state after the 8 filler bytes is the same for every frame.
-std::uint32_t filler_crc() noexcept {
-  static const std::uint32_t crc = [] {
-    std::array<std::uint8_t, lrh_filler_size> ones;
-    ones.fill(0xff);
-    return crc32_gzip_refl(0, ones.data(), ones.size());
-  }();
-  return crc;
-}
 
 // Sets the fields the ICRC treats as variant to all ones; `h` starts at the
 // IP header and holds ip_len + UDP + BTH bytes.
@@ -72,18 +63,28 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
   // Every call to ISA-L costs a fixed ~10 ns, and below 256 bytes it loops
   // over a table instead of folding (36 ns for 140 bytes, 23 ns for 256,
   // measured here). A short frame (ACKs, small messages) is therefore
-  // gathered whole with its masked headers and CRCed in one call; a long
-  // one copies only the masked headers and reads the payload in place
-  // (gathering 256 bytes up front measured slower from 1 KiB on).
+  // gathered whole with its masked headers and CRCed in one call of our
+  // own folding code; a long one copies only the masked headers and reads
+  // the payload in place (gathering 256 bytes up front measured slower
+  // from 1 KiB on).
   const std::size_t gather = total <= scratch_size ? total : masked_len;
-  std::array<std::uint8_t, scratch_size> scratch;
+  // [zeros][filler][gathered bytes]: the filler is CRCed from register 0
+  // with the register's initial ones folded into its first four bytes
+  // (0xff ^ 0xff), so leading zeros change nothing and the input can start
+  // on a 16-byte boundary of the fold.
+  constexpr std::size_t front = 16 + lrh_filler_size;
+  alignas(16) std::array<std::uint8_t, front + scratch_size> scratch;
+  std::memset(scratch.data(), 0, 16);
+  constexpr std::array<std::uint8_t, lrh_filler_size> filler = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  std::memcpy(scratch.data() + 16, filler.data(), filler.size());
+  std::uint8_t* const gathered_at = scratch.data() + front;
   std::size_t gathered = 0;
   std::size_t piece = first_piece;
   std::size_t offset_in_piece = 0;
   while (gathered < gather) {
     const ByteSpan p = pieces[piece];
     const std::size_t take = std::min(gather - gathered, p.size());
-    std::memcpy(scratch.data() + gathered, p.data(), take);
+    std::memcpy(gathered_at + gathered, p.data(), take);
     gathered += take;
     if (take == p.size()) {
       ++piece;
@@ -91,9 +92,13 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
       offset_in_piece = take;
     }
   }
-  mask_variant_fields(scratch.data(), ip_len, ipv6);
+  mask_variant_fields(gathered_at, ip_len, ipv6);
 
-  std::uint32_t crc = crc32_gzip_refl(filler_crc(), scratch.data(), gather);
+  // Short inputs fold with PCLMULQDQ here (crc_fold.hpp); long payloads go
+  // to ISA-L, whose wide kernels win from a few hundred bytes on.
+  const std::size_t zeros = (16 - (lrh_filler_size + gather) % 16) % 16;
+  std::uint32_t crc =
+      ~crc32_fold_register(0, scratch.data() + 16 - zeros, zeros + lrh_filler_size + gather);
   for (; piece < pieces.size(); ++piece) {
     const ByteSpan p = pieces[piece].subspan(offset_in_piece);
     offset_in_piece = 0;
@@ -105,7 +110,8 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
 const char* crc_implementation() noexcept {
   // ISA-L dispatches at run time to the widest folding kernel the CPU has
   // (PCLMULQDQ, or VPCLMULQDQ with AVX-512).
-  return "isa-l crc32_gzip_refl (multibinary dispatch)";
+  return crc32_fold_uses_pclmul() ? "isa-l crc32_gzip_refl (multibinary dispatch) + pclmul fold up to 512 bytes"
+                                  : "isa-l crc32_gzip_refl (multibinary dispatch) + byte table up to 512 bytes";
 }
 
 }  // namespace metaroce::wire
