@@ -55,7 +55,14 @@ void MetaroceConnection::close() {
 PostResult MetaroceConnection::post_send(const SendRequest& request) {
   if (const PostResult r = check_send(request); r != PostResult::ok) return r;
 
-  auto message = std::make_unique<SendMessage>();
+  std::unique_ptr<SendMessage> message;
+  if (spare_messages_.empty()) {
+    message = std::make_unique<SendMessage>();
+  } else {
+    message = std::move(spare_messages_.back());
+    spare_messages_.pop_back();
+    *message = SendMessage{};
+  }
   message->request = request;
   message->msg_seq = next_msg_seq_[request.stream]++;
   if (consumes_receive(request.op)) message->recv_seq = next_recv_seq_[request.stream]++;

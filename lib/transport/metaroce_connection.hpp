@@ -75,6 +75,9 @@ class MetaroceConnection final : public Connection {
 
   // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
   std::deque<std::unique_ptr<SendMessage>> send_queue_;  // in post order, until completed
+  // Completed messages kept for reuse, so posting allocates nothing once
+  // the queue has reached its working depth (bounded by max_send_wr).
+  std::vector<std::unique_ptr<SendMessage>> spare_messages_;
   std::size_t segment_index_ = 0;  // first message of send_queue_ with packets to assign
   std::vector<std::deque<SendMessage*>> stream_sends_;  // per stream, in post order
   std::vector<std::uint32_t> next_msg_seq_;

@@ -64,6 +64,7 @@ struct MetaroceConnection::TxPath {
   timer::Timer rto_timer;
   timer::Timer probe_timer;
   bool probe_due = false;
+  Time probe_deadline = 0;  // the probe timer may be armed earlier (see arm_path_timers)
   std::uint32_t consecutive_timeouts = 0;
   Time last_progress = 0;
   Time srtt = 0;

@@ -46,7 +46,13 @@ void MetaroceConnection::arm_path_timers(Time now, TxPath& path) {
   if (!path.rto_timer.armed()) wheel_.arm(path.rto_timer, now + rto);
   // Tail-loss probe: two RTTs of silence after the last send or progress.
   const Time pto = path.has_rtt ? 2 * path.srtt + config_.ack_delay : rto / 2;
-  if (path.state == PathState::active) wheel_.rearm(path.probe_timer, now + std::max(pto, config_.ack_delay));
+  if (path.state != PathState::active) return;
+  // Moving a timer on the wheel for every packet costs more than the rest
+  // of the send: the deadline only moves later, so the armed timer stays
+  // and, when it fires early, re-arms itself for the latest deadline.
+  path.probe_deadline = now + std::max(pto, config_.ack_delay);
+  if (!path.probe_timer.armed() || path.probe_timer.deadline() > path.probe_deadline)
+    wheel_.rearm(path.probe_timer, path.probe_deadline);
 }
 
 void MetaroceConnection::rto_callback(timer::Timer& t, timer::Wheel&, timer::Tick now) {
@@ -54,8 +60,12 @@ void MetaroceConnection::rto_callback(timer::Timer& t, timer::Wheel&, timer::Tic
   path->owner->on_rto(now, path->id);
 }
 
-void MetaroceConnection::probe_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
+void MetaroceConnection::probe_callback(timer::Timer& t, timer::Wheel& wheel, timer::Tick now) {
   auto* path = static_cast<TxPath*>(t.owner());
+  if (now < path->probe_deadline) {  // sends moved the deadline since it was armed
+    wheel.arm(t, path->probe_deadline);
+    return;
+  }
   path->owner->on_tail_probe(path->id);
 }
 
@@ -544,6 +554,7 @@ void MetaroceConnection::complete_sends() {
   // them: slots are cleared as snd_una_ passes them.
   while (!send_queue_.empty() && send_queue_.front()->completed &&
          send_queue_.front()->last_rel < snd_una_) {
+    spare_messages_.push_back(std::move(send_queue_.front()));
     send_queue_.pop_front();
     if (segment_index_ > 0) --segment_index_;
   }
