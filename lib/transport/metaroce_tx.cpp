@@ -410,13 +410,7 @@ void MetaroceConnection::on_path_ack(Time now, const wire::MrPathAck& block) {
 
   // Above cum: set bits arrived; a clear bit below the highest set one is a
   // loss, because a path delivers in order.
-  std::int32_t highest = -1;
-  for (std::int32_t i = static_cast<std::int32_t>(wire::sack_bits) - 1; i >= 0; --i) {
-    if (block.sack_bit(static_cast<std::size_t>(i))) {
-      highest = i;
-      break;
-    }
-  }
+  const int highest = block.highest_sack_bit();
   if (highest >= 0) {
     std::uint32_t top = block.cum_seq + 1 + static_cast<std::uint32_t>(highest);
     if (static_cast<std::int32_t>(top - path.next_seq) >= 0) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -211,6 +212,16 @@ struct MrPathAck {
   }
   void set_sack_bit(std::size_t i) noexcept {
     sack[i / 8] = static_cast<std::uint8_t>(sack[i / 8] | (1u << (i % 8)));
+  }
+  // The highest set bit, or -1 when none is: a word at a time (bit i is
+  // bit i % 64 of the little-endian word i / 64).
+  [[nodiscard]] int highest_sack_bit() const noexcept {
+    for (int w = static_cast<int>(sack_bits / 64) - 1; w >= 0; --w) {
+      std::uint64_t word = 0;
+      for (int b = 7; b >= 0; --b) word = (word << 8) | sack[static_cast<std::size_t>(w * 8 + b)];
+      if (word != 0) return w * 64 + 63 - std::countl_zero(word);
+    }
+    return -1;
   }
 };
 

@@ -201,6 +201,20 @@ TEST(Headers, SackBitNumbering) {
   for (std::size_t i = 0; i < sack_bits; ++i) EXPECT_EQ(p.sack_bit(i), i == 0 || i == 9 || i == 255) << i;
 }
 
+// The highest set bit, against a bit-by-bit scan, for each single bit and
+// for pairs across word boundaries.
+TEST(Headers, HighestSackBit) {
+  EXPECT_EQ(MrPathAck{}.highest_sack_bit(), -1);
+  for (std::size_t i = 0; i < sack_bits; ++i) {
+    MrPathAck p;
+    p.set_sack_bit(i);
+    EXPECT_EQ(p.highest_sack_bit(), static_cast<int>(i)) << i;
+    const std::size_t lower = i / 3;
+    p.set_sack_bit(lower);
+    EXPECT_EQ(p.highest_sack_bit(), static_cast<int>(i)) << i << " with " << lower;
+  }
+}
+
 TEST(Headers, Ipv4RoundTripAndChecksum) {
   Ipv4Header h;
   h.dscp = 46;
