@@ -9,6 +9,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <initializer_list>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -38,24 +40,86 @@ bool load_remote_preset(const RemotePortOptions& o, engine::DriverPreset& preset
   return true;
 }
 
+// How long a port's link may take to come up after start.
+constexpr auto link_wait = std::chrono::seconds(2);
+
+// Drivers whose link is their connection to a peer process, which may
+// start later (net_memif, net_vhost): not a setup error; if the peer never
+// comes, the connection manager's timeout says so.
+bool link_waits_for_a_peer(const std::string& driver) { return driver == "net_memif" || driver == "net_vhost"; }
+
+// Waits up to link_wait for the port's link; false with one line naming the
+// fix. net_af_packet reports its link up from start whatever its interface's
+// state (DPDK 22.11): Port::link() adds the interface's own flags.
+bool wait_for_link(const engine::Port& port, std::string& error) {
+  if (link_waits_for_a_peer(port.driver())) return true;
+  const auto deadline = std::chrono::steady_clock::now() + link_wait;
+  engine::LinkState link = port.link();
+  while (!link.up() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    link = port.link();
+  }
+  if (link.up()) return true;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(link_wait).count();
+  if (!link.interface.empty() && !link.interface_up) {
+    error = fmt::format("port '{}': its interface {} is down: run `ip link set dev {} up` (for a veth, bring up "
+                        "the other end too)",
+                        port.name(), link.interface, link.interface);
+  } else if (!link.interface.empty()) {
+    error = fmt::format("port '{}': its interface {} is up but has no carrier {} s after start: bring up the "
+                        "other end (for a veth, `ip link set dev PEER up` in the peer's namespace) or check the "
+                        "cable",
+                        port.name(), link.interface, seconds);
+  } else {
+    error = fmt::format("port '{}' ({}): link down {} s after start: check the cable and the switch port (or "
+                        "the other end of a virtual device)",
+                        port.name(), port.driver(), seconds);
+  }
+  return false;
+}
+
 }  // namespace
 
+std::vector<std::string> port_eal_arguments(const std::string& program, const std::vector<std::string>& user,
+                                            const engine::HugepageStatus& hugepages, int pid) {
+  // "-l", "-l0-1", "--lcores", "--lcores=0-1", "--lcores" "0-1".
+  const auto user_gives = [&](std::initializer_list<std::string_view> options) {
+    return std::any_of(user.begin(), user.end(), [&](std::string_view arg) {
+      return std::any_of(options.begin(), options.end(), [&](std::string_view o) {
+        if (arg == o) return true;
+        if (o.size() == 2) return arg.size() > 2 && arg.substr(0, 2) == o;
+        return arg.size() > o.size() && arg.substr(0, o.size()) == o && arg[o.size()] == '=';
+      });
+    });
+  };
+  std::vector<std::string> args = {program};
+  if (!user_gives({"--file-prefix"})) args.push_back(fmt::format("--file-prefix={}-{}", program, pid));
+  if (!user_gives({"-l", "-c", "--lcores"})) args.insert(args.end(), {"-l", "0"});
+  // As engine::eal_arguments does for a preset with hugepages=auto.
+  if (!user_gives({"-m", "--socket-mem", "--no-huge", "--in-memory", "--huge-dir"})) {
+    if (hugepages.usable()) {
+      args.insert(args.end(), {"--in-memory", "-m", "512"});
+    } else {
+      args.insert(args.end(), {"--no-huge", "-m", "512"});
+      if (!user_gives({"--no-shconf"})) args.emplace_back("--no-shconf");
+    }
+  }
+  if (!user_gives({"-a", "--allow", "-b", "--block", "--no-pci"})) args.emplace_back("--no-pci");
+  args.insert(args.end(), user.begin(), user.end());
+  return args;
+}
+
 bool start_remote_eal(const RemotePortOptions& o, std::string& error) {
-  const std::string prefix = fmt::format("--file-prefix={}-{}", o.program, ::getpid());
   if (!o.preset_path.empty()) {
     engine::DriverPreset preset;
     if (!load_remote_preset(o, preset, error)) return false;
     engine::EalOptions eal = engine::eal_options(preset);
     eal.program_name = o.program;
-    eal.extra_args.push_back(prefix);
+    eal.extra_args.push_back(fmt::format("--file-prefix={}-{}", o.program, ::getpid()));
     return engine::start_eal(eal, error);
   }
-  std::vector<std::string> args = {o.program};
-  const bool own_prefix = std::any_of(o.eal_args.begin(), o.eal_args.end(),
-                                      [](const std::string& a) { return a.rfind("--file-prefix", 0) == 0; });
-  if (!own_prefix) args.push_back(prefix);
-  args.insert(args.end(), o.eal_args.begin(), o.eal_args.end());
-  return engine::start_eal_with_arguments(args, error);
+  return engine::start_eal_with_arguments(
+      port_eal_arguments(o.program, o.eal_args, engine::detect_hugepages(), ::getpid()), error);
 }
 
 Endpoint::~Endpoint() {
@@ -99,7 +163,7 @@ bool open_endpoint(const RemotePortOptions& o, Endpoint& e, std::string& error) 
     if (o.zero_copy_threshold != 0) host_config.zero_copy_threshold = o.zero_copy_threshold;
     host_config.tx_data_room = engine::data_room_for_mtu(setup.mtu);
   }
-  if (!e.port->start(error)) return false;
+  if (!e.port->start(error) || !wait_for_link(*e.port, error)) return false;
   host_config.name = o.host_name;
   host_config.port_id = e.port->id();
   host_config.queue = 0;

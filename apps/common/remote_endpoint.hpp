@@ -14,6 +14,7 @@
 
 #include "cm/manager.hpp"
 #include "common/json_line.hpp"
+#include "engine/eal.hpp"
 #include "engine/engine_host.hpp"
 #include "engine/port.hpp"
 #include "transport/connection.hpp"
@@ -41,10 +42,19 @@ struct RemotePortOptions {
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
-// --iface applied) or from the EAL arguments; a file prefix of its own per
-// process (<program>-<pid>, unless the EAL arguments give --file-prefix), so
-// several run on one host.
+// --iface applied) or from the EAL arguments (port_eal_arguments); a file
+// prefix of its own per process (<program>-<pid>, unless the EAL arguments
+// give --file-prefix), so several run on one host.
 bool start_remote_eal(const RemotePortOptions& options, std::string& error);
+
+// The EAL command line for --port: the user's arguments after the defaults a
+// preset gets for what they leave out: `-l 0` without -l/-c/--lcores;
+// without -m/--socket-mem/--no-huge/--in-memory/--huge-dir, `--in-memory -m
+// 512` when `hugepages` are usable, else `--no-huge -m 512 --no-shconf`;
+// `--no-pci` without -a/--allow/-b/--block/--no-pci; the file prefix above.
+[[nodiscard]] std::vector<std::string> port_eal_arguments(const std::string& program,
+                                                          const std::vector<std::string>& user,
+                                                          const engine::HugepageStatus& hugepages, int pid);
 
 // A port, its engine host and a connection manager on this lcore.
 struct Endpoint {
@@ -69,9 +79,11 @@ struct Endpoint {
   void idle(std::size_t work) const;
 };
 
-// Opens and starts the port, creates the host and the manager (its local
-// address from options.local_ip and the port's MAC). False with a one-line
-// error naming the fix.
+// Opens and starts the port, waits up to 2 s for its link (net_af_packet,
+// net_tap: for its kernel interface to be up and have a carrier; not
+// net_memif or net_vhost, whose link waits for a peer process), creates the
+// host and the manager (its local address from options.local_ip and the
+// port's MAC). False with a one-line error naming the fix.
 bool open_endpoint(const RemotePortOptions& options, Endpoint& endpoint, std::string& error);
 
 // Client: turns until the event `kind` (or `failed`) arrives for `id`;

@@ -14,7 +14,9 @@ void add_port_options(po::options_description& d) {
       ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
       ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by the EAL "
                                          "arguments after `--` (e.g. --port net_memif0 -- --vdev "
-                                         "net_memif0,role=client,socket=/tmp/a.sock --no-huge -m 1024 --no-shconf)")
+                                         "net_memif0,role=client,socket=/tmp/a.sock); what they leave out gets a "
+                                         "preset's defaults: -l 0, --no-pci, --no-huge -m 512 --no-shconf "
+                                         "(--in-memory -m 512 when hugepages are free)")
       ("local-ip", po::value<std::string>(), "this end's IPv4 address A.B.C.D")
       ("mbufs", po::value<std::uint32_t>(), "--port: receive and transmit mbufs each, 1024..1048576 (default "
                                             "16384; a preset has its own mbufs=)")

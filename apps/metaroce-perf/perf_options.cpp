@@ -24,7 +24,9 @@ po::options_description describe() {
       ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
       ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
       ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by EAL "
-                                         "arguments after `--` (e.g. --vdev net_af_packet0,iface=veth0)")
+                                         "arguments after `--` (e.g. --vdev net_af_packet0,iface=veth0); what "
+                                         "they leave out gets a preset's defaults: -l 0, --no-pci, --no-huge -m 512 "
+                                         "--no-shconf (--in-memory -m 512 when hugepages are free)")
       ("local-ip", po::value<std::string>(), "this end's IPv4 address (--server, --client)")
       ("peer-mac", po::value<std::string>(), "--client: MAC of the next hop towards the server (the server "
                                              "itself, or the router between)")
@@ -100,6 +102,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
              "with a perftest-style table at the end. --loopback (the default) runs both ends in this\n"
              "process on two lcores over a net_ring pair; without EAL arguments it starts EAL with\n"
              "-l 0-1 --no-huge -m 512 --no-shconf --no-pci (or hugepages when some are free).\n"
+             "--server and --client wait up to 2 s for the port's link, then fail naming the fix.\n"
              "Exit status: 0 success, 1 a run failed or --verify found a wrong byte or a missing\n"
              "message, 2 bad options.\n\n"
           << description;

@@ -6,11 +6,15 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <vector>
-
-#include <string_view>
 
 #include <fmt/format.h>
 
@@ -95,6 +99,7 @@ bool Port::configure(const PortSetup& setup, std::string& error) {
                         info.max_rx_queues, info.max_tx_queues);
     return false;
   }
+  if (info.driver_name != nullptr) driver_ = info.driver_name;
   rte_eth_conf conf{};
   multi_segment_tx_ = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   if (multi_segment_tx_) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
@@ -107,7 +112,7 @@ bool Port::configure(const PortSetup& setup, std::string& error) {
   // net_af_packet reports a 1518-byte frame limit that ethdev enforces on
   // set_mtu, yet carries whatever the kernel interface's MTU and the
   // socket ring's framesz allow: there the interface's MTU rules.
-  const bool af_packet = info.driver_name != nullptr && std::string_view(info.driver_name) == "net_af_packet";
+  const bool af_packet = driver_ == "net_af_packet";
   const bool skip_mtu = af_packet && setup.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen;
   if (int rc = skip_mtu ? 0 : rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(setup.mtu));
       rc != 0 && rc != -ENOTSUP) {
@@ -157,10 +162,38 @@ bool Port::start(std::string& error) {
   return true;
 }
 
-void Port::stop() noexcept {
-  if (!started_) return;
-  rte_eth_dev_stop(port_id_);
+bool Port::stop() noexcept {
+  if (!started_) return true;
+  if (rte_eth_dev_stop(port_id_) != 0) return false;
   started_ = false;
+  return true;
+}
+
+LinkState Port::link() const {
+  LinkState state;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_id_, &link) == 0) {
+    state.pmd_up = link.link_status == RTE_ETH_LINK_UP;
+    state.speed_mbps = link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
+  }
+  // A port on a kernel interface names it (net_af_packet, net_tap); its
+  // flags are the truth net_af_packet does not report.
+  rte_eth_dev_info info{};
+  std::array<char, IF_NAMESIZE> name{};
+  if (rte_eth_dev_info_get(port_id_, &info) != 0 || info.if_index == 0 ||
+      if_indextoname(info.if_index, name.data()) == nullptr)
+    return state;
+  state.interface = name.data();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return state;
+  ifreq request{};
+  std::memcpy(request.ifr_name, name.data(), sizeof(request.ifr_name));
+  if (::ioctl(fd, SIOCGIFFLAGS, &request) == 0) {
+    state.interface_up = (request.ifr_flags & IFF_UP) != 0;
+    state.interface_running = (request.ifr_flags & IFF_RUNNING) != 0;
+  }
+  ::close(fd);
+  return state;
 }
 
 std::uint64_t Port::rx_mempool_empty() const noexcept {
@@ -171,6 +204,17 @@ std::uint64_t Port::rx_mempool_empty() const noexcept {
 std::size_t Port::drain_rx() noexcept {
   std::size_t drained = 0;
   std::array<rte_mbuf*, 64> burst{};
+  if (!started_) {
+    // The rx burst of a stopped port is a dummy: empty our rings directly.
+    for (rte_ring* r : owned_rings_) {
+      while (const unsigned n = rte_ring_dequeue_burst(r, reinterpret_cast<void**>(burst.data()), burst.size(),
+                                                       nullptr)) {
+        rte_pktmbuf_free_bulk(burst.data(), n);
+        drained += n;
+      }
+    }
+    return drained;
+  }
   for (std::uint16_t q = 0; q < setup_.queues; ++q) {
     while (const std::uint16_t n = rte_eth_rx_burst(port_id_, q, burst.data(), burst.size())) {
       rte_pktmbuf_free_bulk(burst.data(), n);

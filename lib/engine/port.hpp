@@ -1,6 +1,7 @@
 // One ethdev port: N rx and N tx queues, a receive mempool sized from the
-// preset, started and stopped. net_ring ports come in pairs made in process
-// with rte_eth_from_rings: tx queue i of one port is rx queue i of the other.
+// preset, started and stopped (as often as wanted), its link read. net_ring
+// ports come in pairs made in process with rte_eth_from_rings: tx queue i of
+// one port is rx queue i of the other.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,20 @@ struct PortSetup {
   std::uint32_t mtu = 9000;          // L3 MTU; ignored by PMDs that cannot set it
 };
 
+// A port's link: what the PMD reports and, for a port on a kernel interface
+// (net_af_packet, net_tap: the device's if_index), that interface's flags.
+struct LinkState {
+  bool pmd_up = false;             // rte_eth_link_get_nowait
+  std::uint32_t speed_mbps = 0;    // as the PMD reports it (0: none or unknown)
+  std::string interface;           // the kernel interface, "" when the port has none
+  bool interface_up = false;       // IFF_UP: `ip link set dev IF up` was done
+  bool interface_running = false;  // IFF_RUNNING: up with a carrier (a veth's peer is up too)
+  // Frames can flow: the PMD says up and so does the interface, if any.
+  // (net_af_packet in DPDK 22.11 reports up from start to stop whatever its
+  // interface's state, hence the interface's own flags.)
+  [[nodiscard]] bool up() const noexcept { return pmd_up && (interface.empty() || interface_running); }
+};
+
 // The data room an mbuf needs for one whole frame at `mtu` (L3 bytes), with
 // Ethernet + VLAN header and DPDK's headroom.
 [[nodiscard]] std::uint16_t data_room_for_mtu(std::uint32_t mtu) noexcept;
@@ -39,18 +54,32 @@ class Port {
   Port(const Port&) = delete;
   Port& operator=(const Port&) = delete;
 
+  // Start and stop may alternate any number of times; each is a no-op on a
+  // port already in that state. While stopped, DPDK 22.11 points the port's
+  // rx and tx burst functions at dummies that take and give nothing (and log
+  // one error with a stack trace per direction per stop): polling a stopped
+  // port is safe, and what waits in its queues stays there (net_ring: the
+  // rings keep their frames, and a running peer fills the stopped port's rx
+  // ring to its capacity, then sees it full).
   bool start(std::string& error);
-  void stop() noexcept;
+  // False when the PMD refused (the port is still started).
+  bool stop() noexcept;
+  [[nodiscard]] bool started() const noexcept { return started_; }
+  [[nodiscard]] LinkState link() const;
 
   [[nodiscard]] std::uint16_t id() const noexcept { return port_id_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  // The PMD's name (rte_eth_dev_info.driver_name): "net_af_packet", "mlx5_pci", ...
+  [[nodiscard]] const std::string& driver() const noexcept { return driver_; }
   [[nodiscard]] std::uint16_t queues() const noexcept { return setup_.queues; }
   [[nodiscard]] wire::MacAddress mac() const noexcept { return mac_; }
   // The PMD chains mbufs on transmit (RTE_ETH_TX_OFFLOAD_MULTI_SEGS).
   [[nodiscard]] bool multi_segment_tx() const noexcept { return multi_segment_tx_; }
   [[nodiscard]] rte_mempool* rx_pool() const noexcept { return rx_pool_; }
   // Receives and frees whatever waits on every rx queue; returns how many.
-  // Used before tearing down so no mbuf outlives its mempool.
+  // Used before tearing down so no mbuf outlives its mempool. A stopped
+  // port receives nothing: a stopped net_ring port is drained from its rings
+  // directly, any other keeps what it holds until it is closed.
   std::size_t drain_rx() noexcept;
   // Frames rx could not take for lack of mbufs (rte_eth_stats.rx_nombuf).
   [[nodiscard]] std::uint64_t rx_mempool_empty() const noexcept;
@@ -61,6 +90,7 @@ class Port {
 
   std::uint16_t port_id_ = 0;
   std::string name_;
+  std::string driver_;
   PortSetup setup_;
   wire::MacAddress mac_{};
   bool multi_segment_tx_ = false;

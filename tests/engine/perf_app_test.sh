@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..15"
+echo "1..16"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -56,6 +56,20 @@ for mode in metaroce rocev2; do
                (.host_a.\"rx_parse_error.bad_icrc\" + .host_b.\"rx_parse_error.bad_icrc\") <= (.fabric_forward.corrupted + .fabric_backward.corrupted)
                and .connection_b.duplicate_packets > 0' '$work/fault.json' >/dev/null"
 done
+# --port with EAL arguments that name no memory options gets the presets'
+# defaults (-l 0, --no-pci, and --no-huge -m 512 --no-shconf on a machine
+# without free hugepages, where EAL would fail without them): the client
+# starts on a net_null port and, with nobody to answer, gives up after its
+# --cm-timeout.
+prefix="metaroce-perf-test-$$"
+"$perf" --client 10.99.9.2 --peer-mac 02:00:00:00:00:02 --port net_null0 --local-ip 10.99.9.1 --cm-timeout 0.3 \
+  -n 1 -s 64 -- --vdev net_null0,no-rx=1 --file-prefix "$prefix" --log-level=error >"$work/out" 2>&1
+status=$?
+rm -rf "/var/run/dpdk/$prefix" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$prefix"
+check "--port with EAL arguments without memory options: EAL starts without hugepages, the client asks and times out" \
+  "[ $status -eq 1 ] && grep -q '^metaroce-perf: no answer from 10.99.9.2 after 3 connection requests' '$work/out' \
+   && ! grep -qi 'hugepage\|EAL initialisation failed' '$work/out'"
+
 "$perf" --cc nosuch >"$work/out" 2>&1
 status=$?
 check "an unknown --cc exits 2 and names the choices" \
