@@ -49,7 +49,8 @@ po::options_description describe() {
       ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight (tx depth 1), "
                                          "each message's post-to-completion time, min/p50/p99/max")
       ("verify", "fill every message with its own pattern and check every byte on completion; "
-                 "exit 1 on a wrong byte or a missing message")
+                 "exit 1 on a wrong byte or a missing message. Each message in flight gets its own buffer "
+                 "slot; without it messages share one buffer (a 4 KiB page cycle when smaller), as in perftest")
       ("report-gbits", "bandwidth in Gb/s (default MB/s, 1 MB = 2^20 bytes)")
       ("json", po::value<std::string>(), "write the results and counters as JSON to FILE")
       ("fabric", po::value<std::string>(), "an inline fabric in each direction, e.g. \"loss 1% delay 10us\" "
