@@ -30,6 +30,7 @@
 #include "engine/engine_host.hpp"
 #include "engine/loopback.hpp"
 #include "engine/mbuf_frames.hpp"
+#include "guarded_buffers.hpp"
 #include "transport/connection.hpp"
 #include "wire/byte_order.hpp"
 #include "wire/frame.hpp"
@@ -59,38 +60,8 @@ LoopbackConfig quiet_loopback(transport::Mode mode) {
 }
 
 // Source and destination of a transfer, the destination between canaries.
-struct Buffers {
-  explicit Buffers(Loopback& lb, std::size_t size) : src(size), dst(size + 2 * guard, 0xc5) {
-    for (std::size_t i = 0; i < size; ++i) src[i] = static_cast<std::uint8_t>(i * 7 + i / 251);
-    std::memset(dst.data() + guard, 0, size);
-    lkey = lb.host_a().memory().register_region(src.data(), size, transport::access_local_write);
-    rkey = lb.host_b().memory().register_region(dst.data() + guard, size,
-                                                transport::access_local_write | transport::access_remote_write);
-  }
-  [[nodiscard]] bool placed() const { return std::memcmp(dst.data() + guard, src.data(), src.size()) == 0; }
-  [[nodiscard]] bool canaries_intact() const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (dst[i] != 0xc5 || dst[guard + src.size() + i] != 0xc5) return false;
-    return true;
-  }
-  // WRITEs of `each` bytes covering the whole buffer, ids 0, 1, ...
-  std::size_t post_writes(transport::Connection& c, std::size_t each) {
-    std::size_t n = 0;
-    for (std::size_t off = 0; off < src.size(); off += each, ++n) {
-      transport::SendRequest r;
-      r.wr_id = n;
-      r.op = transport::SendOp::write;
-      r.local_addr = src.data() + off;
-      r.length = std::min(each, src.size() - off);
-      r.lkey = lkey;
-      r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + guard + off);
-      r.rkey = rkey;
-      EXPECT_EQ(c.post_send(r), transport::PostResult::ok);
-    }
-    return n;
-  }
-  std::vector<std::uint8_t> src, dst;
-  std::uint32_t lkey = 0, rkey = 0;
+struct Buffers : test::GuardedBuffers {
+  Buffers(Loopback& lb, std::size_t size) : GuardedBuffers(lb.host_a().memory(), lb.host_b().memory(), size) {}
 };
 
 // Polls both sides until `count` completions arrived at A (in order, all

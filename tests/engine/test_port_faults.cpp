@@ -29,12 +29,12 @@
 
 #include "engine/engine_host.hpp"
 #include "engine/port.hpp"
+#include "guarded_buffers.hpp"
 #include "transport/connection.hpp"
 
 namespace metaroce::engine {
 namespace {
 
-constexpr std::size_t guard = 4096;
 // Descriptors per queue: the rings hold 127 frames (a ring of 128 slots
 // keeps one free), fewer than either mode's window, so a running sender
 // fills a stopped receiver's ring.
@@ -115,37 +115,8 @@ struct Pair {
 };
 
 // Source at A, destination at B between canaries; WRITEs of `each` bytes.
-struct Buffers {
-  Buffers(Pair& p, std::size_t size) : src(size), dst(size + 2 * guard, 0xc5) {
-    for (std::size_t i = 0; i < size; ++i) src[i] = static_cast<std::uint8_t>(i * 13 + i / 509);
-    std::memset(dst.data() + guard, 0, size);
-    lkey = p.host_a->memory().register_region(src.data(), size, transport::access_local_write);
-    rkey = p.host_b->memory().register_region(dst.data() + guard, size,
-                                              transport::access_local_write | transport::access_remote_write);
-  }
-  std::size_t post_writes(transport::Connection& c, std::size_t each) {
-    std::size_t n = 0;
-    for (std::size_t off = 0; off < src.size(); off += each, ++n) {
-      transport::SendRequest r;
-      r.wr_id = n;
-      r.op = transport::SendOp::write;
-      r.local_addr = src.data() + off;
-      r.length = std::min(each, src.size() - off);
-      r.lkey = lkey;
-      r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + guard + off);
-      r.rkey = rkey;
-      EXPECT_EQ(c.post_send(r), transport::PostResult::ok);
-    }
-    return n;
-  }
-  [[nodiscard]] bool placed() const { return std::memcmp(dst.data() + guard, src.data(), src.size()) == 0; }
-  [[nodiscard]] bool canaries_intact() const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (dst[i] != 0xc5 || dst[guard + src.size() + i] != 0xc5) return false;
-    return true;
-  }
-  std::vector<std::uint8_t> src, dst;
-  std::uint32_t lkey = 0, rkey = 0;
+struct Buffers : test::GuardedBuffers {
+  Buffers(Pair& p, std::size_t size) : GuardedBuffers(p.host_a->memory(), p.host_b->memory(), size, 13, 509) {}
 };
 
 // DPDK 22.11 logs an error and writes a stack trace to stderr (directly,
