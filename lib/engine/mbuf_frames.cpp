@@ -78,9 +78,35 @@ TxMbufBuilder::~TxMbufBuilder() {
   rte_mempool_free(attach_);
 }
 
+namespace {
+
+// rte_pktmbuf_alloc without writing the mbuf's second cache line when it
+// already holds the reset values (a pool's mbufs have next == NULL by
+// DPDK's rule, and nothing here sets tx_offload). Over net_ring the
+// receiving lcore read that line when it freed the mbuf: writing it anyway
+// costs a cross-core invalidation per frame.
+rte_mbuf* alloc_frame(rte_mempool* pool) noexcept {
+  rte_mbuf* m = rte_mbuf_raw_alloc(pool);
+  if (m == nullptr) return nullptr;
+  if (m->next != nullptr) m->next = nullptr;
+  if (m->tx_offload != 0) m->tx_offload = 0;
+  m->pkt_len = 0;
+  m->vlan_tci = 0;
+  m->vlan_tci_outer = 0;
+  m->nb_segs = 1;
+  m->port = RTE_MBUF_PORT_INVALID;
+  m->ol_flags &= RTE_MBUF_F_EXTERNAL;
+  m->packet_type = 0;
+  rte_pktmbuf_reset_headroom(m);
+  m->data_len = 0;
+  return m;
+}
+
+}  // namespace
+
 TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const transport::TxDescriptor& d,
                                   rte_mbuf*& out) noexcept {
-  rte_mbuf* m = rte_pktmbuf_alloc(frames_);
+  rte_mbuf* m = alloc_frame(frames_);
   if (m == nullptr) return TxBuild::mempool_empty;
   const std::size_t len = header.size() + d.payload.size() + d.trailer_len;
   char* p = rte_pktmbuf_append(m, static_cast<std::uint16_t>(std::min<std::size_t>(len, 65535)));
