@@ -123,8 +123,32 @@ bool start_remote_eal(const RemotePortOptions& o, std::string& error) {
 }
 
 Endpoint::~Endpoint() {
-  host.reset();  // connections and tx mbufs first
+  telemetry.reset();  // it reads the host: unregistered first
+  host.reset();       // connections and tx mbufs before the port stops
   if (port) port->stop();
+}
+
+transport::Connection* Endpoint::add_connection(const transport::ConnectionConfig& config,
+                                                std::unique_ptr<transport::CongestionControl> congestion,
+                                                std::string& error) {
+  transport::Connection* c = host->add_connection(config, std::move(congestion), error);
+  if (c != nullptr && telemetry) {
+    std::vector<transport::Connection*> list = telemetry->connections();
+    list.push_back(c);
+    telemetry->set_connections(std::move(list));
+  }
+  return c;
+}
+
+bool Endpoint::remove_connection(std::uint32_t local_qpn) {
+  const transport::Connection* c = host->connection(local_qpn);
+  if (c == nullptr) return false;
+  if (telemetry) {
+    std::vector<transport::Connection*> list = telemetry->connections();
+    std::erase(list, c);
+    telemetry->set_connections(std::move(list));  // before the connection goes
+  }
+  return host->remove_connection(local_qpn);
 }
 
 std::size_t Endpoint::turn() {
@@ -132,6 +156,7 @@ std::size_t Endpoint::turn() {
   cm->poll(host->now_ns(), cm_frames);
   for (const auto& f : cm_frames) host->send_frame(f);
   const std::size_t work = host->poll_once();
+  if (telemetry) telemetry->maybe_publish();
   cm->take_events(events);
   return work + cm_frames.size();
 }
@@ -183,28 +208,38 @@ bool open_endpoint(const RemotePortOptions& o, Endpoint& e, std::string& error) 
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });
+  e.telemetry = std::make_unique<engine::TelemetryPublisher>(*e.host, std::vector<transport::Connection*>{});
   return true;
 }
 
-bool wait_for_event(Endpoint& e, std::uint64_t id, cm::EventKind kind, cm::Event& out,
-                    const std::atomic<bool>& interrupted) {
-  for (;;) {
+bool wait_for_events(Endpoint& e, const std::vector<std::uint64_t>& ids, cm::EventKind kind,
+                     std::vector<cm::Event>& out, const std::atomic<bool>& interrupted) {
+  out.assign(ids.size(), cm::Event{});
+  std::vector<bool> answered(ids.size(), false);
+  std::size_t waiting = ids.size();
+  bool all_ok = true;
+  while (waiting != 0) {
     const std::size_t work = e.turn();
     for (auto& ev : e.events) {
-      if (ev.id != id) continue;
-      if (ev.kind == kind || ev.kind == cm::EventKind::failed) {
-        out = std::move(ev);
-        e.events.clear();
-        return out.kind == kind;
-      }
+      if (ev.kind != kind && ev.kind != cm::EventKind::failed) continue;
+      const auto at = std::find(ids.begin(), ids.end(), ev.id);
+      if (at == ids.end()) continue;
+      const auto i = static_cast<std::size_t>(at - ids.begin());
+      if (answered[i]) continue;
+      answered[i] = true;
+      --waiting;
+      all_ok &= ev.kind == kind;
+      out[i] = std::move(ev);
     }
     e.events.clear();
-    if (interrupted.load()) {
-      out.error = "interrupted";
+    if (waiting != 0 && interrupted.load()) {
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        if (!answered[i]) out[i].error = "interrupted";
       return false;
     }
     e.idle(work);
   }
+  return all_ok;
 }
 
 namespace {

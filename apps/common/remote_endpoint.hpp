@@ -17,6 +17,7 @@
 #include "engine/eal.hpp"
 #include "engine/engine_host.hpp"
 #include "engine/port.hpp"
+#include "engine/telemetry.hpp"
 #include "transport/connection.hpp"
 #include "transport/counters.hpp"
 #include "wire/headers.hpp"
@@ -56,11 +57,15 @@ bool start_remote_eal(const RemotePortOptions& options, std::string& error);
                                                           const std::vector<std::string>& user,
                                                           const engine::HugepageStatus& hugepages, int pid);
 
-// A port, its engine host and a connection manager on this lcore.
+// A port, its engine host, a connection manager and the host's telemetry
+// (/metaroce/stats, /metaroce/conns, /metaroce/conn,<qpn>, /metaroce/lcores
+// on the process's telemetry socket, EAL file prefix <program>-<pid>), all
+// on this lcore.
 struct Endpoint {
   std::unique_ptr<engine::Port> port;
   std::unique_ptr<engine::EngineHost> host;
   std::unique_ptr<cm::Manager> cm;
+  std::unique_ptr<engine::TelemetryPublisher> telemetry;  // the host and its open connections (add_connection)
   std::vector<cm::Event> events;
   std::vector<std::vector<std::uint8_t>> cm_frames;
   std::uint32_t idle_sleep_us = 0;
@@ -70,10 +75,19 @@ struct Endpoint {
   Endpoint& operator=(const Endpoint&) = delete;
   ~Endpoint();
 
+  // Connections go through these, not the host's own, so that telemetry
+  // lists exactly the open ones: add_connection creates it on the host and
+  // publishes it; remove_connection takes it off telemetry's list, then
+  // destroys it (false if the host has none with that QPN).
+  transport::Connection* add_connection(const transport::ConnectionConfig& config,
+                                        std::unique_ptr<transport::CongestionControl> congestion,
+                                        std::string& error);
+  bool remove_connection(std::uint32_t local_qpn);
+
   // One turn: what the connection manager has to send (answers to last
   // turn's events included, e.g. a DREP with the summary the application
-  // set), then the engine's turn; new events land in `events`. Returns the
-  // work done (0: idle).
+  // set), then the engine's turn and telemetry's (a snapshot every 10 ms);
+  // new events land in `events`. Returns the work done (0: idle).
   std::size_t turn();
   // Sleeps idle_sleep_us when `work` is 0 and a sleep is configured.
   void idle(std::size_t work) const;
@@ -86,10 +100,13 @@ struct Endpoint {
 // port's MAC). False with a one-line error naming the fix.
 bool open_endpoint(const RemotePortOptions& options, Endpoint& endpoint, std::string& error);
 
-// Client: turns until the event `kind` (or `failed`) arrives for `id`;
-// false when it failed or `interrupted` became true (out.error says why).
-bool wait_for_event(Endpoint& endpoint, std::uint64_t id, cm::EventKind kind, cm::Event& out,
-                    const std::atomic<bool>& interrupted);
+// Client, one or several attempts at once: turns until each id has its event
+// `kind` or `failed` (out[i] for ids[i]; an id already answered keeps its
+// first); events for other ids are dropped. False when one failed (out[i]
+// says which) or `interrupted` became true (then the ids still waiting have
+// out[i].error "interrupted").
+bool wait_for_events(Endpoint& endpoint, const std::vector<std::uint64_t>& ids, cm::EventKind kind,
+                     std::vector<cm::Event>& out, const std::atomic<bool>& interrupted);
 
 // SIGINT and SIGTERM from now on set the flag stop_requested() reads.
 void catch_stop_signals();

@@ -121,7 +121,7 @@ bool Generator::on_established(Live& l, cm::Event& ev) {
     r_.error = error;
     return false;
   }
-  l.connection = e_.host->add_connection(ev.config, std::move(congestion), error);
+  l.connection = e_.add_connection(ev.config, std::move(congestion), error);
   if (l.connection == nullptr) {
     r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
     return false;
@@ -452,7 +452,7 @@ GenResult Generator::run() {
     l.result.counters = l.connection->counters();
     l.result.retransmitted = l.result.counters.retransmitted_packets;
     add_counters(r_.counters, l.result.counters);
-    e_.host->remove_connection(l.result.qpn);
+    e_.remove_connection(l.result.qpn);
     e_.host->memory().deregister(l.lkey);
     r_.connections.push_back(std::move(l.result));
   }

@@ -40,7 +40,11 @@ po::options_description describe() {
       ("tx-depth,t", po::value<std::uint32_t>(), "messages in flight (default 128)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
-      ("qps,q", po::value<std::uint16_t>(), "connections (QP pairs), 1..256 (default 1); messages go round-robin")
+      ("qps,q", po::value<std::uint16_t>(), "connections (QP pairs), 1..256 (default 1); messages go round-robin "
+                                            "over them and -n counts them all. --client opens them to the server "
+                                            "for each size (a REQ/REP/RTU each) and closes each with its summary")
+      ("max-connections", po::value<std::uint32_t>(), "--server: connections open at once, 1..1024 (default 256); "
+                                                      "more are refused, and the client fails saying so")
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32): the window "
                                                   "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
@@ -135,6 +139,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
       !in_range<std::uint16_t>(vm, "streams", 1, 1024, o.streams, message) ||
       !in_range<std::uint16_t>(vm, "qps", 1, 256, o.qps, message) ||
+      !in_range<std::uint32_t>(vm, "max-connections", 1, 1024, o.max_connections, message) ||
       !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
@@ -241,8 +246,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                 "router's when one is in between)";
       return ParseOutcome::error;
     }
-    if (o.qps != 1) {
-      message = "--qps is for --loopback so far: --client opens one connection per size";
+    if (o.role == PerfRole::server && vm.count("qps")) {
+      message = "--qps is for the client (or --loopback): the server takes as many connections as the client "
+                "opens, up to --max-connections";
       return ParseOutcome::error;
     }
     if (!o.fabric_spec.empty()) {
@@ -250,8 +256,13 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                             "metaroce-fabric), or drop --fabric");
       return ParseOutcome::error;
     }
-  } else if (!o.preset_path.empty() || !o.port_name.empty() || !o.local_ip.empty() || !o.peer_mac.empty() ||
-             !o.iface.empty()) {
+  }
+  if (o.role != PerfRole::server && vm.count("max-connections")) {
+    message = "--max-connections is for --server: it bounds the connections the server keeps open at once";
+    return ParseOutcome::error;
+  }
+  if (o.role == PerfRole::loopback && (!o.preset_path.empty() || !o.port_name.empty() || !o.local_ip.empty() ||
+                                      !o.peer_mac.empty() || !o.iface.empty())) {
     message = "--preset, --port, --iface, --local-ip and --peer-mac are for --server/--client: --loopback makes "
               "its own net_ring pair";
     return ParseOutcome::error;

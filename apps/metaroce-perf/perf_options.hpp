@@ -42,7 +42,10 @@ struct PerfOptions {
   std::uint32_t tx_depth = 128;                // messages in flight
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
-  std::uint16_t qps = 1;  // -q: connections; message m goes to connection m % qps
+  // -q: connections (--loopback, --client); message m goes to connection
+  // m % qps, -n counts messages over all of them.
+  std::uint16_t qps = 1;
+  std::uint32_t max_connections = 256;  // --server: connections open at once; more are refused
   // Packets a path may have in flight (metaroce mode). Without --cc this
   // bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;

@@ -105,6 +105,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("test", o.test == PerfTest::lat ? "lat" : "bw")
       .add("paths", unsigned{o.paths})
       .add("streams", unsigned{o.streams})
+      .add("qps", unsigned{o.qps})
       .add("mtu", o.mtu)
       .add("tx_depth", o.tx_depth)
       .add("verify", o.verify)

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,21 +34,27 @@ extern "C" void on_signal(int) { interrupted.store(true); }
 
 // --- private data of the CM messages (big-endian) -------------------------
 
-// REQ: what the client will send.
+// REQ: what the client will send on this connection, and which of the
+// client's -q connections of this size it is (for the server's log; each
+// connection numbers its own messages 0, 1, ...).
 struct Offer {
   PerfOp op = PerfOp::write;
   bool verify = false;
   std::uint32_t slots = 0;
   std::uint64_t size = 0;
   std::uint32_t receives_per_stream = 0;
+  std::uint16_t connection = 0;   // 0..connections-1
+  std::uint16_t connections = 1;  // the client's -q
 };
 std::vector<std::uint8_t> encode(const Offer& o) {
-  std::vector<std::uint8_t> b(20, 0);
+  std::vector<std::uint8_t> b(24, 0);
   b[0] = static_cast<std::uint8_t>(o.op);
   b[1] = o.verify ? 1 : 0;
   wire::store_be32(b.data() + 4, o.slots);
   wire::store_be64(b.data() + 8, o.size);
   wire::store_be32(b.data() + 16, o.receives_per_stream);
+  wire::store_be16(b.data() + 20, o.connection);
+  wire::store_be16(b.data() + 22, o.connections);
   return b;
 }
 bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
@@ -56,8 +64,17 @@ bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
   o.slots = wire::load_be32(b.data() + 4);
   o.size = wire::load_be64(b.data() + 8);
   o.receives_per_stream = wire::load_be32(b.data() + 16);
+  if (b.size() >= 24) {  // a client from before -q sends 20 bytes: its only connection
+    o.connection = wire::load_be16(b.data() + 20);
+    o.connections = wire::load_be16(b.data() + 22);
+  }
   return o.size >= 1 && o.size <= (std::uint64_t{1} << 30) && o.slots >= 1 &&
-         o.slots * o.size <= 2 * slot_budget_bytes + o.size && o.receives_per_stream <= 65536;
+         o.slots * o.size <= 2 * slot_budget_bytes + o.size && o.receives_per_stream <= 65536 &&
+         o.connections >= 1 && o.connection < o.connections;
+}
+// " (connection 2 of 4)" for a client's -q connection, "" for its only one.
+std::string which_of(const Offer& o) {
+  return o.connections > 1 ? fmt::format(" (connection {} of {})", o.connection + 1, o.connections) : std::string();
 }
 
 // REP: where to write.
@@ -74,8 +91,9 @@ std::vector<std::uint8_t> encode(const Target& t) {
 
 // DREQ: what the client did; DREP: what the server found.
 struct ClientSummary {
-  std::uint64_t completed = 0;  // messages completed successfully at the client, 0..completed-1
-  bool last = false;            // no more connections follow
+  std::uint64_t completed = 0;  // messages of this connection completed successfully at the client, 0..completed-1
+  bool last = false;            // no more connections follow: the client's last DREQ, sent once every other
+                                // connection of its has its DREP
 };
 struct ServerSummary {
   std::uint64_t received = 0;  // messages completed (write-imm, send) or checked (write) at the server
@@ -218,6 +236,13 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                    std::vector<std::uint8_t>& reply) {
     Offer offer;
     if (!decode(request.private_data, offer)) return cm::RejectReason::bad_parameters;
+    if (sessions.size() >= o.max_connections) {
+      if (progress != nullptr)
+        std::fprintf(progress, " refused QP %#x%s: %zu connections open, the most --max-connections allows (%u): "
+                     "raise it, or lower the client's -q\n",
+                     config.peer_qpn, which_of(offer).c_str(), sessions.size(), o.max_connections);
+      return cm::RejectReason::no_resources;
+    }
     std::string error;
     auto congestion = apps::make_congestion_control(request.cc, config, error);
     if (!error.empty()) return cm::RejectReason::bad_parameters;
@@ -231,8 +256,11 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     transport::ConnectionConfig c = config;
     apps::tolerate_stalls(c);  // as the loopback
     c.path_window = o.path_window;
-    s->connection = host.add_connection(c, std::move(congestion), error);
-    if (s->connection == nullptr) return cm::RejectReason::bad_parameters;
+    s->connection = e.add_connection(c, std::move(congestion), error);
+    if (s->connection == nullptr) {
+      if (progress != nullptr) std::fprintf(progress, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
+      return cm::RejectReason::no_resources;
+    }
     s->connection->connect();
     if (!s->write_region.empty())
       s->write_key = host.memory().register_region(s->write_region.data(), s->write_region.size(),
@@ -241,30 +269,39 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                                                    transport::access_local_write);
     s->expected_next.resize(config.streams);
     for (std::uint16_t k = 0; k < config.streams; ++k) s->expected_next[k] = k;
+    const auto give_up = [&] {
+      e.remove_connection(c.local_qpn);
+      if (s->write_key != 0) host.memory().deregister(s->write_key);
+      host.memory().deregister(s->receive_key);
+      return cm::RejectReason::no_resources;
+    };
     if (offer.op != PerfOp::write)
       for (std::uint16_t k = 0; k < config.streams; ++k)
         for (std::uint32_t j = 0; j < offer.receives_per_stream; ++j)
-          if (!s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k))
-            return cm::RejectReason::no_resources;
+          if (!s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k)) return give_up();
     reply = encode(Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
     if (progress != nullptr)
-      std::fprintf(progress, " connection %#x from QP %#x: %s, %llu B messages, %u paths, %u streams, cc %s\n",
-                   c.local_qpn, c.peer_qpn, to_string(offer.op), static_cast<unsigned long long>(offer.size),
-                   c.paths, c.streams, request.cc.empty() ? "none" : request.cc.c_str());
+      std::fprintf(progress, " connection %#x from QP %#x%s: %s, %llu B messages, %u paths, %u streams, cc %s\n",
+                   c.local_qpn, c.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
+                   static_cast<unsigned long long>(offer.size), c.paths, c.streams,
+                   request.cc.empty() ? "none" : request.cc.c_str());
     sessions[c.local_qpn] = std::move(s);
     return cm::RejectReason::none;
   });
   if (progress != nullptr) {
-    std::fprintf(progress, " Waiting for clients on %s (MAC %s, IPv4 %s); Ctrl-C stops\n", e.port->name().c_str(),
-                 mac_string(e.port->mac()).c_str(), o.local_ip.c_str());
+    std::fprintf(progress, " Waiting for clients on %s (MAC %s, IPv4 %s), at most %u connections at once; "
+                 "Ctrl-C stops\n", e.port->name().c_str(), mac_string(e.port->mac()).c_str(), o.local_ip.c_str(),
+                 o.max_connections);
     std::fflush(progress);
   }
   bool finished = false;
   std::uint64_t finish_at = 0;
-  const auto close_session = [&](std::uint32_t qpn, const transport::Connection& c) {
+  const auto close_session = [&](std::uint32_t qpn, const Session& s) {
     run.host_b = host.counters();
-    apps::add_counters(run.connection_b, c.counters());
-    host.remove_connection(qpn);
+    apps::add_counters(run.connection_b, s.connection->counters());
+    e.remove_connection(qpn);
+    if (s.write_key != 0) host.memory().deregister(s.write_key);
+    host.memory().deregister(s.receive_key);
     e.cm->forget(qpn);
   };
   while (!interrupted.load()) {
@@ -297,13 +334,14 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                               : r.missing_messages != 0 ? fmt::format("{} messages never arrived", r.missing_messages)
                                                         : std::string();
         if (progress != nullptr)
-          std::fprintf(progress, " connection %#x closed: %llu messages %s, %llu wrong%s%s\n", qpn,
+          std::fprintf(progress, " connection %#x%s closed: %llu messages %s, %llu wrong%s%s\n", qpn,
+                       which_of(s.offer).c_str(),
                        static_cast<unsigned long long>(s.summary.received),
                        s.offer.verify ? "checked" : "received (not verified: the client did not ask)",
                        static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
                        r.first_problem.c_str());
         run.sizes.push_back(r);
-        close_session(qpn, *s.connection);
+        close_session(qpn, s);
         sessions.erase(it);
         if (client.last && o.server_once) {
           finished = true;
@@ -312,7 +350,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       } else if (ev.kind == cm::EventKind::superseded) {
         if (progress != nullptr)
           std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
-        close_session(qpn, *s.connection);
+        close_session(qpn, s);
         sessions.erase(it);
       }
     }
@@ -331,14 +369,149 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
 
 namespace {
 
-bool wait_for(Endpoint& e, std::uint64_t id, cm::EventKind kind, cm::Event& out) {
-  return apps::wait_for_event(e, id, kind, out, interrupted);
+// One of the client's -q connections of one size. Message m of the size goes
+// to connection m % qps as that connection's message m / qps: each
+// connection numbers its own messages 0, 1, ... (immediate, pattern, slot),
+// so the server checks each one as it would a lone connection.
+struct ClientConnection {
+  std::uint64_t cm_id = 0;
+  bool established = false;                     // the handshake completed: a DREQ closes it
+  transport::Connection* connection = nullptr;  // on the host, once established
+  std::uint32_t local_qpn = 0;
+  std::uint64_t remote_base = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t completed = 0;  // its messages completed successfully
+  ServerSummary theirs;         // the server's, from the DREP
+};
+
+// DREQs for every established connection, each carrying its count of
+// completed messages, and the server's summaries from the DREPs. The one
+// that says `last` goes only once every other has its answer, so a server
+// that exits on it has closed them all. The first problem, or "".
+std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns, bool last) {
+  std::string problem;
+  const auto note = [&](std::string what) {
+    if (problem.empty()) problem = std::move(what);
+  };
+  std::vector<std::size_t> open;
+  for (std::size_t k = 0; k < conns.size(); ++k)
+    if (conns[k].established) open.push_back(k);
+  const auto close = [&](std::span<const std::size_t> which, bool with_last) {
+    std::vector<std::uint64_t> ids;
+    std::vector<std::size_t> closing;
+    for (const std::size_t k : which) {
+      ClientSummary mine;
+      mine.completed = conns[k].completed;
+      mine.last = with_last;
+      std::string error;
+      if (!e.cm->disconnect(e.host->now_ns(), conns[k].cm_id, encode(mine), error)) {
+        note(error);
+        continue;
+      }
+      ids.push_back(conns[k].cm_id);
+      closing.push_back(k);
+    }
+    std::vector<cm::Event> closed;
+    apps::wait_for_events(e, ids, cm::EventKind::disconnected, closed, interrupted);
+    for (std::size_t i = 0; i < closing.size(); ++i) {
+      if (!closed[i].error.empty())
+        note(closed[i].error);
+      else if (!decode_summary(closed[i].peer_private_data, conns[closing[i]].theirs))
+        note("the server's disconnect reply carried no summary");
+    }
+  };
+  if (!open.empty()) {
+    const std::span<const std::size_t> all(open);
+    close(all.first(all.size() - 1), false);
+    close(all.last(1), last);
+  }
+  return problem;
+}
+
+void remove_connections(Endpoint& e, std::vector<ClientConnection>& conns) {
+  for (auto& c : conns) {
+    if (c.connection != nullptr) e.remove_connection(c.local_qpn);
+    c.connection = nullptr;
+  }
+}
+
+// Opens the -q connections of one size, all handshakes at once. On failure,
+// closes those the server accepted (their DREQs say `last`: this client is
+// done) and says which connection failed and why.
+bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest request, Offer offer,
+                      std::vector<ClientConnection>& conns, std::string& error) {
+  const std::uint16_t qps = o.qps;
+  conns.assign(qps, ClientConnection{});
+  const auto which = [&](std::size_t k) {
+    return qps > 1 ? fmt::format("connection {} of {} (-q {}) for {} B messages: ", k + 1, qps, qps, offer.size)
+                   : std::string();
+  };
+  std::vector<std::uint64_t> ids;
+  for (std::uint16_t k = 0; k < qps; ++k) {
+    offer.connection = k;
+    offer.connections = qps;
+    request.private_data = encode(offer);
+    std::string connect_error;
+    const std::uint64_t id = e.cm->connect(e.host->now_ns(), request, connect_error);
+    if (id == 0) {  // the request itself is bad: the same for every connection, so k is 0
+      error = which(k) + connect_error;
+      return false;
+    }
+    conns[k].cm_id = id;
+    ids.push_back(id);
+  }
+  std::vector<cm::Event> answers;
+  apps::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
+  std::string problem;
+  for (std::size_t k = 0; k < qps; ++k) {
+    cm::Event& ev = answers[k];
+    if (ev.kind != cm::EventKind::established || !ev.error.empty() || ev.id != ids[k]) {
+      if (problem.empty()) {
+        problem = which(k) + ev.error;
+        // The server's connection limit (or memory) when it is a -q run.
+        if (qps > 1 && ev.error.find(cm::to_string(cm::RejectReason::no_resources)) != std::string::npos)
+          problem += fmt::format(": lower -q {}, or raise the server's --max-connections", qps);
+      }
+      continue;
+    }
+    ClientConnection& c = conns[k];
+    c.established = true;
+    if (!problem.empty()) continue;  // closed below without a connection of ours
+    if (ev.peer_private_data.size() < 12) {
+      problem = which(k) + "the server's reply carried no buffer address: is it a metaroce-perf --server?";
+      continue;
+    }
+    c.remote_base = wire::load_be64(ev.peer_private_data.data());
+    c.rkey = wire::load_be32(ev.peer_private_data.data() + 8);
+    std::string cc_error;
+    auto congestion = apps::make_congestion_control(ev.cc, ev.config, cc_error);
+    if (!cc_error.empty()) {
+      problem = which(k) + cc_error;
+      continue;
+    }
+    c.connection = e.add_connection(ev.config, std::move(congestion), cc_error);
+    if (c.connection == nullptr) {
+      problem = which(k) + cc_error;
+      continue;
+    }
+    c.local_qpn = ev.config.local_qpn;
+    c.connection->connect();
+  }
+  if (problem.empty()) return true;
+  close_connections(e, conns, true);
+  remove_connections(e, conns);
+  error = problem;
+  return false;
 }
 
 bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool last, std::FILE* progress,
                  RunResult& run) {
   engine::EngineHost& host = *e.host;
-  const auto slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  const std::uint32_t qps = o.qps;
+  // The slot budget and the tx depth are for the whole size, as in the
+  // loopback: each connection gets its share of the slots (at least one).
+  const auto all_slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  const std::uint32_t slots = std::max<std::uint32_t>(1, all_slots / qps);  // per connection
   Offer offer;
   offer.op = o.op;
   offer.verify = o.verify;
@@ -348,7 +521,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
       per_stream_in_flight + 1,
       std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
-                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams) : ~0ull)));
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * qps) : ~0ull)));
 
   cm::ConnectRequest request;
   request.connection.mode = o.mode;
@@ -366,44 +539,17 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     return false;
   }
   request.cc = o.cc;
-  request.private_data = encode(offer);
-  std::string error;
-  const std::uint64_t id = e.cm->connect(host.now_ns(), request, error);
-  if (id == 0) {
-    run.error = error;
-    return false;
-  }
-  cm::Event established;
-  if (!wait_for(e, id, cm::EventKind::established, established)) {
-    run.error = established.error;
-    return false;
-  }
-  if (established.peer_private_data.size() < 12) {
-    run.error = "the server's reply carried no buffer address: is it a metaroce-perf --server?";
-    return false;
-  }
-  const std::uint64_t remote_base = wire::load_be64(established.peer_private_data.data());
-  const std::uint32_t rkey = wire::load_be32(established.peer_private_data.data() + 8);
-  auto congestion = apps::make_congestion_control(established.cc, established.config, error);
-  if (!error.empty()) {
-    run.error = error;
-    return false;
-  }
-  transport::Connection* connection = host.add_connection(established.config, std::move(congestion), error);
-  if (connection == nullptr) {
-    run.error = error;
-    return false;
-  }
-  connection->connect();
-  transport::Connection& sender = *connection;
+  std::vector<ClientConnection> conns;
+  if (!open_connections(o, e, request, offer, conns, run.error)) return false;
 
-  std::vector<std::uint8_t> source(std::uint64_t{slots} * size, 0x5a);
+  // Connection k's slots are k * slots .. (k + 1) * slots - 1 of the source.
+  std::vector<std::uint8_t> source(std::uint64_t{slots} * qps * size, 0x5a);
   const std::uint32_t lkey =
       host.memory().register_region(source.data(), source.size(), transport::access_local_write);
   SizeResult result;
   result.size = size;
-  std::vector<bool> slot_busy(slots, false);
-  std::vector<std::uint64_t> slot_posted_ns(slots, 0);
+  std::vector<bool> slot_busy(std::size_t{slots} * qps, false);
+  std::vector<std::uint64_t> slot_posted_ns(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> latencies_ns;
   std::vector<transport::Completion> completions;
   std::uint64_t posted = 0, completed = 0, failed = 0;
@@ -412,7 +558,22 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
   bool posting = true;
   std::string problem;
-  const std::uint64_t sent_before = sender.counters().data_packets_sent + sender.counters().retransmitted_packets;
+  // Message m: connection m % qps, its message m / qps, in its slot
+  // (m / qps) % slots.
+  const auto slot_of = [&](std::uint64_t m) {
+    return static_cast<std::size_t>((m % qps) * slots + (m / qps) % slots);
+  };
+  const auto data_packets = [&] {
+    std::uint64_t n = 0;
+    for (const auto& c : conns) n += c.connection->counters().data_packets_sent + c.connection->counters().retransmitted_packets;
+    return n;
+  };
+  const auto retransmissions = [&] {
+    std::uint64_t n = 0;
+    for (const auto& c : conns) n += apps::path_retransmissions(*c.connection);
+    return n;
+  };
+  const std::uint64_t sent_before = data_packets();
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
     const std::uint64_t posted_before = posted;
@@ -420,10 +581,10 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     e.events.clear();
     const std::uint64_t now = host.now_ns();
     completions.clear();
-    sender.poll_completions(completions);
+    for (auto& c : conns) c.connection->poll_completions(completions);
     work += completions.size();
     for (const auto& c : completions) {
-      const std::uint32_t slot = static_cast<std::uint32_t>(c.wr_id % slots);
+      const std::size_t slot = slot_of(c.wr_id);
       slot_busy[slot] = false;
       last_event = end = now;
       if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
@@ -434,26 +595,30 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
         continue;
       }
       ++completed;
+      ++conns[c.wr_id % qps].completed;
     }
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
     while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth &&
-           !slot_busy[posted % slots] && failed == 0) {
+           !slot_busy[slot_of(posted)] && failed == 0) {
       const std::uint64_t m = posted;
-      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
-      if (o.verify) fill_pattern(source.data() + std::uint64_t{slot} * size, size, m);
+      const std::uint64_t own = m / qps;  // the connection's own message number
+      ClientConnection& c = conns[m % qps];
+      const std::size_t slot = slot_of(m);
+      std::uint8_t* buffer = source.data() + slot * size;
+      if (o.verify) fill_pattern(buffer, size, own);
       transport::SendRequest r;
       r.wr_id = m;
       r.op = o.op == PerfOp::write ? transport::SendOp::write
              : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
-      r.stream = static_cast<std::uint16_t>(m % o.streams);
-      r.local_addr = source.data() + std::uint64_t{slot} * size;
+      r.stream = static_cast<std::uint16_t>(own % o.streams);
+      r.local_addr = buffer;
       r.length = size;
       r.lkey = lkey;
-      r.remote_addr = remote_base + std::uint64_t{slot} * size;
-      r.rkey = rkey;
-      r.imm = static_cast<std::uint32_t>(m);
-      const auto pr = sender.post_send(r);
+      r.remote_addr = c.remote_base + (own % slots) * size;
+      r.rkey = c.rkey;
+      r.imm = static_cast<std::uint32_t>(own);
+      const auto pr = c.connection->post_send(r);
       if (pr != transport::PostResult::ok) {
         problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
         posting = false;
@@ -474,7 +639,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       std::fprintf(progress, "[%6.1f s] %llu B: %.2f Gb/s, %llu messages, %llu retransmitted\n",
                    double(now - t0) / 1e9, static_cast<unsigned long long>(size),
                    double(completed - progress_done) * double(size) * 8.0 / double(now - last_progress),
-                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(apps::path_retransmissions(sender)));
+                   static_cast<unsigned long long>(completed), static_cast<unsigned long long>(retransmissions()));
       std::fflush(progress);
       last_progress = now;
       progress_done = completed;
@@ -492,40 +657,36 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     e.idle(work);
   }
 
-  // The server's view: what it received and verified.
-  ClientSummary mine;
-  mine.completed = completed;
-  mine.last = last;
-  cm::Event closed;
-  ServerSummary theirs;
-  if (!e.cm->disconnect(host.now_ns(), id, encode(mine), error)) {
-    problem = error;
-  } else if (!wait_for(e, id, cm::EventKind::disconnected, closed) || !closed.error.empty() ||
-             !decode_summary(closed.peer_private_data, theirs)) {
-    if (problem.empty())
-      problem = closed.error.empty() ? "the server's disconnect reply carried no summary" : closed.error;
-  }
+  // The server's view of each connection: what it received and verified.
+  const std::string closing = close_connections(e, conns, last);
+  if (problem.empty()) problem = closing;
   result.messages = completed;
   result.seconds = double(end - t0) / 1e9;
   result.average_bps = result.seconds > 0 ? double(completed) * double(size) * 8.0 / result.seconds : 0.0;
   result.peak_bps = std::max(result.peak_bps, result.average_bps);
   result.message_rate = result.seconds > 0 ? double(completed) / result.seconds : 0.0;
-  result.wrong_messages = theirs.wrong;
   result.missing_messages = posted - completed;
-  if (theirs.received < completed && (o.op != PerfOp::write || theirs.received < std::min<std::uint64_t>(completed, slots)))
-    result.missing_messages += completed - theirs.received;
-  if (problem.empty() && theirs.wrong != 0)
-    problem = fmt::format("the server found wrong bytes in {} messages, the first message {}", theirs.wrong,
-                          theirs.first_wrong);
+  std::uint64_t first_wrong = no_message;
+  for (std::uint32_t k = 0; k < qps; ++k) {
+    const ClientConnection& c = conns[k];
+    if (c.theirs.received < c.completed &&
+        (o.op != PerfOp::write || c.theirs.received < std::min<std::uint64_t>(c.completed, slots)))
+      result.missing_messages += c.completed - c.theirs.received;
+    result.wrong_messages += c.theirs.wrong;
+    if (c.theirs.wrong != 0) first_wrong = std::min(first_wrong, c.theirs.first_wrong * qps + k);  // as numbered here
+  }
+  if (problem.empty() && result.wrong_messages != 0)
+    problem = fmt::format("the server found wrong bytes in {} messages, the first message {}", result.wrong_messages,
+                          first_wrong);
   result.first_problem = problem;
-  result.packets_sent = sender.counters().data_packets_sent + sender.counters().retransmitted_packets - sent_before;
+  result.packets_sent = data_packets() - sent_before;
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
   summarize_latencies(latencies_ns, result);
-  apps::add_counters(run.connection_a, sender.counters());
-  run.retransmitted += apps::path_retransmissions(sender);
+  for (const auto& c : conns) apps::add_counters(run.connection_a, c.connection->counters());
+  run.retransmitted += retransmissions();
   run.sizes.push_back(result);
-  host.remove_connection(established.config.local_qpn);
+  remove_connections(e, conns);
   host.memory().deregister(lkey);
   return true;
 }

@@ -1,11 +1,13 @@
 // metaroce-perf --server / --client: one end per process, each on a real
 // DPDK port (a drivers-config preset, e.g. net_af_packet on a veth), joined
 // by the in-band connection manager (lib/cm). One connection per message
-// size: the client's REQ says what it will send (operation, size, slots,
-// verify); the server's REP gives the buffer address and rkey; the client's
-// DREQ says how many messages it completed and the server's DREP answers
-// with what it received and verified, so the client's table and exit status
-// cover both ends.
+// size, or -q of them (message m on connection m % q as its message m / q):
+// each REQ says what the client will send on it (operation, size, slots,
+// verify, which of the q it is); the server's REP gives the buffer address
+// and rkey; each DREQ says how many messages that connection completed and
+// the server's DREP answers with what it received and verified, so the
+// client's table and exit status cover both ends. The server keeps up to
+// --max-connections open at once and refuses more.
 #pragma once
 
 #include <cstdio>

@@ -102,7 +102,7 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
   s->offer = offer;
   transport::ConnectionConfig c = config;
   tolerate_stalls(c);
-  s->connection = e_.host->add_connection(c, std::move(congestion), error);
+  s->connection = e_.add_connection(c, std::move(congestion), error);
   if (s->connection == nullptr) {
     ++r_.refused;
     if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
@@ -118,7 +118,7 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
   s->verifier = std::make_unique<traffic::ConnectionVerifier>(layout, s->write_region.data(), s->receive_region.data());
   for (std::uint64_t b = 0; b < std::uint64_t{layout.streams} * layout.receives; ++b)
     if (!s->post_receive(b)) {
-      e_.host->remove_connection(c.local_qpn);
+      e_.remove_connection(c.local_qpn);
       e_.host->memory().deregister(s->write_key);
       e_.host->memory().deregister(s->receive_key);
       ++r_.refused;
@@ -196,7 +196,7 @@ void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
                    r.problem.c_str());
     std::fflush(progress_);
   }
-  e_.host->remove_connection(qpn);
+  e_.remove_connection(qpn);
   e_.host->memory().deregister(s.write_key);
   e_.host->memory().deregister(s.receive_key);
   memory_in_use_ -= s.memory();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -241,8 +242,9 @@ void TelemetryPublisher::publish() {
     s.path_info.resize(s.paths);
     for (std::uint16_t path = 0; path < s.paths; ++path) s.path_info[path] = c.path_info(path);
   }
-  // Never wait for a reader: if one holds the snapshot, the next period publishes.
+  // Never wait for a reader: if one holds the snapshot, maybe_publish's next clock check tries again.
   std::unique_lock lock(published_mutex_, std::try_to_lock);
+  publish_due_ = !lock.owns_lock();
   if (lock.owns_lock()) std::swap(scratch_, published_);
 }
 

@@ -23,13 +23,18 @@
 //     old (plus the time the lcore is descheduled); each reply says how old
 //     (snapshot_age_ns).
 // Lifetime: a publisher registers its host on construction and unregisters
-// on destruction, waiting for a callback in progress; the host and its
-// connections must outlive it.
+// on destruction, waiting for a callback in progress; the host must outlive
+// it, and so must each connection while it is in the publisher's list. A
+// host whose connections come and go (the remote apps: one per message
+// size, or per client) gives the publisher its new list with
+// set_connections, on the owning lcore, before destroying a connection: the
+// telemetry thread only ever reads snapshots, never the list.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_host.hpp"
@@ -72,14 +77,27 @@ class TelemetryPublisher {
   TelemetryPublisher(const TelemetryPublisher&) = delete;
   TelemetryPublisher& operator=(const TelemetryPublisher&) = delete;
 
+  // Owning lcore only: the connections to show from now on (replacing the
+  // list; empty for none). Call it before a connection the old list names
+  // is destroyed. The set is published at maybe_publish's next clock check
+  // (within 64 turns, so a connection just added has been connected by
+  // then): until that publication, readers see the old set, as copies.
+  void set_connections(std::vector<transport::Connection*> connections) {
+    connections_ = std::move(connections);
+    publish_due_ = true;
+  }
+  // Owning lcore only: the list set last.
+  [[nodiscard]] const std::vector<transport::Connection*>& connections() const noexcept { return connections_; }
+
   // Owning lcore only: copies the connections into the snapshot now.
   void publish();
   // Owning lcore only, once per poll turn: publishes when the period has
-  // passed. Reads the clock every 64th call, so it costs a counter
-  // increment on most turns.
+  // passed, the connections changed, or the last publication found a reader
+  // holding the snapshot. Reads the clock every 64th call, so it costs a
+  // counter increment on most turns.
   void maybe_publish() {
     if ((++calls_ & 63u) != 0) return;
-    if (host_.now_ns() - last_publish_ns_ >= publish_period_ns_) publish();
+    if (publish_due_ || host_.now_ns() - last_publish_ns_ >= publish_period_ns_) publish();
   }
 
   // Telemetry thread (or tests): the host and a copy of its last snapshot.
@@ -93,6 +111,7 @@ class TelemetryPublisher {
   std::uint64_t calls_ = 0;
   std::uint64_t last_publish_ns_ = 0;
   std::uint64_t publications_ = 0;
+  bool publish_due_ = false;        // the list changed, or the last publish() could not swap its snapshot in
   HostSnapshot scratch_;            // filled by the owner, then swapped in
   mutable std::mutex published_mutex_;
   HostSnapshot published_;          // guarded by published_mutex_

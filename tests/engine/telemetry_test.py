@@ -11,56 +11,25 @@ EAL notes (checked on DPDK 22.11): telemetry works with --no-shconf; the
 socket is <runtime dir>/dpdk_telemetry.v2, the runtime dir being
 /var/run/dpdk/<file-prefix> for root ($XDG_RUNTIME_DIR/dpdk/<file-prefix>
 otherwise). EAL leaves the directory behind under --no-shconf, so the test
-removes its own (a prefix with the pid in it)."""
+removes its own (a prefix with the pid in it). The socket client is
+telemetry_client.py, shared with remote_telemetry_test.py."""
 
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
+from telemetry_client import client_name, query as query_prefix, runtime_dir, socket_path
+
 PERF = sys.argv[1]
 PREFIX = f"metaroce-telemetry-test-{os.getpid()}"
-CLIENT = shutil.which("dpdk-telemetry.py") or "/usr/bin/dpdk-telemetry.py"
-
-
-def runtime_dir():
-    # The same rule as EAL and dpdk-telemetry.py.
-    base = os.environ.get("RUNTIME_DIRECTORY")
-    if not base:
-        base = "/var/run" if os.getuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
-    return os.path.join(base, "dpdk", PREFIX)
-
-
-SOCKET = os.path.join(runtime_dir(), "dpdk_telemetry.v2")
-
-
-def query_with_client(commands):
-    """dpdk-telemetry.py reads commands from stdin and prints one JSON reply per line."""
-    out = subprocess.run(["/usr/bin/python3", CLIENT, "-f", PREFIX], input="\n".join(commands) + "\n",
-                         capture_output=True, text=True, timeout=20)
-    replies = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if len(replies) != len(commands):
-        raise RuntimeError(f"dpdk-telemetry.py answered {len(replies)} of {len(commands)}: {out.stdout} {out.stderr}")
-    return replies
-
-
-def query_with_socket(commands):
-    """The protocol: SOCK_SEQPACKET; the server greets with its limits, then one JSON reply per command."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-        s.connect(SOCKET)
-        greeting = json.loads(s.recv(1024).decode())
-        replies = []
-        for c in commands:
-            s.send(c.encode())
-            replies.append(json.loads(s.recv(greeting["max_output_len"]).decode()))
-        return replies
+SOCKET = socket_path(PREFIX)
 
 
 def query(commands):
-    return query_with_client(commands) if os.path.exists(CLIENT) else query_with_socket(commands)
+    return query_prefix(PREFIX, commands)
 
 
 n = 0
@@ -80,7 +49,7 @@ def check(name, condition, detail=""):
 
 
 print("1..10")
-print(f"# client: {CLIENT if os.path.exists(CLIENT) else 'built-in socket client'}; socket: {SOCKET}")
+print(f"# client: {client_name()}; socket: {SOCKET}")
 perf = subprocess.Popen([PERF, "--loopback", "-s", "65536", "-D", "4", "--", "-l", "0-1", "--no-huge", "-m", "512",
                          "--no-shconf", "--no-pci", "--log-level=error", "--file-prefix", PREFIX],
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -167,5 +136,5 @@ finally:
     if perf.poll() is None:
         perf.kill()
         perf.wait()
-    shutil.rmtree(runtime_dir(), ignore_errors=True)
+    shutil.rmtree(runtime_dir(PREFIX), ignore_errors=True)
 sys.exit(1 if failed else 0)
