@@ -31,6 +31,11 @@ cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
   for ns in "$ns_c" "$ns_r" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$work"
+  # EAL leaves its runtime directory (prefix metaroce-perf-<pid>) behind under
+  # --no-shconf: remove those whose process is gone (ours, and stale ones).
+  for d in /var/run/dpdk/metaroce-perf-*; do
+    if [ -d "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null; then rm -rf "$d"; fi
+  done
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
