@@ -48,6 +48,9 @@ import time
 
 sys.dont_write_bytecode = True
 
+import tap  # noqa: E402 (after the bytecode switch: no __pycache__ in the source tree)
+from tap import check  # noqa: E402
+
 FABRIC = sys.argv[1]
 DECODE = sys.argv[2]
 CLIENT = shutil.which("dpdk-telemetry.py") or "/usr/bin/dpdk-telemetry.py"
@@ -61,22 +64,6 @@ except ImportError as e:
     print("Bail out! scapy with scapy.contrib.roce is needed (apt install python3-scapy; run with "
           "/usr/bin/python3): %s" % e)
     sys.exit(2)
-
-n = 0
-failed = False
-
-
-def check(name, condition, detail=""):
-    global n, failed
-    n += 1
-    if condition:
-        print(f"ok {n} - {name}")
-    else:
-        failed = True
-        print(f"not ok {n} - {name}")
-        for line in str(detail).splitlines()[:20]:
-            print(f"# {line[:400]}")
-    sys.stdout.flush()
 
 
 # ---------------------------------------------------------------- frames
@@ -427,5 +414,5 @@ check("errors: a port EAL does not know exits 1 and says to pass it with --vdev"
       unknown.stderr, unknown.stderr)
 
 shutil.rmtree(WORK, ignore_errors=True)
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+print(f"1..{tap.count}")
+sys.exit(1 if tap.failed else 0)

@@ -29,6 +29,8 @@ import threading
 import time
 
 from telemetry_client import Connection, client_name, query, runtime_dir, socket_path
+import tap
+from tap import check
 
 PERF = sys.argv[1]
 PRESET = os.path.join(sys.argv[2], "net_af_packet.ini")
@@ -47,23 +49,8 @@ LCORE_KEYS = {"lcore", "polls", "idle_polls", "idle_sleeps", "max_poll_gap_ns", 
 DROP_NAMES = ["rx_unknown_qpn", "rx_mempool_empty", "tx_mempool_empty", "tx_frame_too_large",
               "rx_parse_error/truncated", "rx_parse_error/bad_icrc", "rx_parse_error/unknown_opcode"]
 
-n = 0
-failed = False
 processes = []
 prefixes = []
-
-
-def check(name, condition, detail=""):
-    global n, failed
-    n += 1
-    if condition:
-        print(f"ok {n} - {name}")
-    else:
-        failed = True
-        print(f"not ok {n} - {name}")
-        for line in str(detail).splitlines()[:20]:
-            print(f"# {line[:400]}")
-    sys.stdout.flush()
 
 
 def sh(*args):
@@ -321,4 +308,4 @@ finally:
         shutil.rmtree(runtime_dir(prefix), ignore_errors=True)
     if work:
         shutil.rmtree(work, ignore_errors=True)
-sys.exit(1 if failed else 0)
+sys.exit(1 if tap.failed else 0)

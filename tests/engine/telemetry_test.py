@@ -22,6 +22,8 @@ import sys
 import time
 
 from telemetry_client import client_name, query as query_prefix, runtime_dir, socket_path
+import tap
+from tap import check
 
 PERF = sys.argv[1]
 PREFIX = f"metaroce-telemetry-test-{os.getpid()}"
@@ -30,22 +32,6 @@ SOCKET = socket_path(PREFIX)
 
 def query(commands):
     return query_prefix(PREFIX, commands)
-
-
-n = 0
-failed = False
-
-
-def check(name, condition, detail=""):
-    global n, failed
-    n += 1
-    if condition:
-        print(f"ok {n} - {name}")
-    else:
-        failed = True
-        print(f"not ok {n} - {name}")
-        for line in str(detail).splitlines()[:20]:
-            print(f"# {line[:400]}")
 
 
 print("1..10")
@@ -137,4 +123,4 @@ finally:
         perf.kill()
         perf.wait()
     shutil.rmtree(runtime_dir(PREFIX), ignore_errors=True)
-sys.exit(1 if failed else 0)
+sys.exit(1 if tap.failed else 0)
