@@ -159,14 +159,9 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
     message = "--iters and --duration exclude each other: give one";
     return ParseOutcome::error;
   }
-  if (vm.count("mode")) {
-    const std::string m = vm["mode"].as<std::string>();
-    if (m == "metaroce") o.mode = transport::Mode::metaroce;
-    else if (m == "rocev2") o.mode = transport::Mode::rocev2;
-    else {
-      message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", m);
-      return ParseOutcome::error;
-    }
+  if (vm.count("mode") && !transport::mode_from_string(vm["mode"].as<std::string>(), o.mode)) {
+    message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", vm["mode"].as<std::string>());
+    return ParseOutcome::error;
   }
   if (o.mode == transport::Mode::rocev2) {
     if ((vm.count("paths") && o.paths != 1) || (vm.count("streams") && o.streams != 1)) {

@@ -152,14 +152,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       return ParseOutcome::error;
     }
   }
-  if (vm.count("mode")) {
-    const std::string m = vm["mode"].as<std::string>();
-    if (m == "metaroce") o.mode = transport::Mode::metaroce;
-    else if (m == "rocev2") o.mode = transport::Mode::rocev2;
-    else {
-      message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", m);
-      return ParseOutcome::error;
-    }
+  if (vm.count("mode") && !transport::mode_from_string(vm["mode"].as<std::string>(), o.mode)) {
+    message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", vm["mode"].as<std::string>());
+    return ParseOutcome::error;
   }
   if (o.mode == transport::Mode::rocev2 && vm.count("paths") && o.paths != 1) {
     message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 namespace metaroce::transport {
@@ -16,6 +17,20 @@ enum class Mode : std::uint8_t { metaroce, rocev2 };
 [[nodiscard]] constexpr std::string_view to_string(Mode m) noexcept {
   return m == Mode::metaroce ? "metaroce" : "rocev2";
 }
+// The inverse of to_string; false (and `out` untouched) for any other name.
+[[nodiscard]] constexpr bool mode_from_string(std::string_view name, Mode& out) noexcept {
+  for (const Mode m : {Mode::metaroce, Mode::rocev2}) {
+    if (name == to_string(m)) {
+      out = m;
+      return true;
+    }
+  }
+  return false;
+}
+static_assert([] {
+  Mode m = Mode::metaroce;
+  return mode_from_string("rocev2", m) && m == Mode::rocev2 && !mode_from_string("RoCEv2", m) && m == Mode::rocev2;
+}());
 
 enum class SendOp : std::uint8_t { write, write_imm, send, send_imm };
 
