@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "wire/byte_order.hpp"
+
 namespace metaroce::engine {
 
 namespace {
@@ -114,9 +116,9 @@ TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const tr
     rte_pktmbuf_free(m);
     return TxBuild::too_large;
   }
-  std::memcpy(p, header.data(), header.size());
-  if (!d.payload.empty()) std::memcpy(p + header.size(), d.payload.data(), d.payload.size());
-  std::memcpy(p + header.size() + d.payload.size(), d.trailer.data(), d.trailer_len);
+  wire::copy_bytes(p, header.data(), header.size());
+  if (!d.payload.empty()) wire::copy_bytes(p + header.size(), d.payload.data(), d.payload.size());
+  wire::copy_bytes(p + header.size() + d.payload.size(), d.trailer.data(), d.trailer_len);
   out = m;
   return TxBuild::copied;
 }

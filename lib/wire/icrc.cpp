@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "wire/byte_order.hpp"
 #include "wire/crc_fold.hpp"
 #include "wire/headers.hpp"
 
@@ -84,7 +85,7 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
   while (gathered < gather) {
     const ByteSpan p = pieces[piece];
     const std::size_t take = std::min(gather - gathered, p.size());
-    std::memcpy(gathered_at + gathered, p.data(), take);
+    copy_bytes(gathered_at + gathered, p.data(), take);
     gathered += take;
     if (take == p.size()) {
       ++piece;

@@ -1,10 +1,13 @@
 // Every header survives encode -> decode with random field values, and sits
 // at the byte offsets doc/WIRE.md gives.
+#include <algorithm>
 #include <array>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "wire/byte_order.hpp"
 #include "wire/headers.hpp"
 
 namespace {
@@ -279,3 +282,22 @@ TEST(Headers, AckKindFromSyndrome) {
 }
 
 }  // namespace
+
+// copy_bytes copies exactly n bytes for every n on either side of its
+// 4/8/16/128-byte branches, at every alignment, and nothing around them.
+TEST(Headers, CopyBytesCopiesExactlyN) {
+  std::vector<std::uint8_t> src(320), dst(320 + 64);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 37 + 11);
+  std::size_t bad = 0;
+  for (std::size_t n = 0; n <= 300; ++n) {
+    for (std::size_t at = 0; at < 16; ++at) {
+      std::fill(dst.begin(), dst.end(), std::uint8_t{0xee});
+      copy_bytes(dst.data() + 16 + at, src.data() + at, n);
+      for (std::size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= 16 + at && i < 16 + at + n;
+        if (dst[i] != (inside ? src[i - 16] : 0xee)) ++bad;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
