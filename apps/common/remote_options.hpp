@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "common/command_line.hpp"
 #include "common/remote_endpoint.hpp"
 
 namespace metaroce::apps {
@@ -36,15 +37,5 @@ bool read_in_range(const boost::program_options::variables_map& vm, const char* 
   out = value;
   return true;
 }
-
-enum class ParseOutcome : std::uint8_t { run, help, error };
-
-// Splits argv at `--` (EAL's arguments after it go to `eal_args`) and parses
-// the app's part with `description` into `vm`. help: `message` is `usage`
-// followed by the options; error: one line.
-ParseOutcome parse_command_line(int argc, const char* const* argv,
-                                const boost::program_options::options_description& description,
-                                const std::string& usage, boost::program_options::variables_map& vm,
-                                std::vector<std::string>& eal_args, std::string& message);
 
 }  // namespace metaroce::apps

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <sstream>
 #include <string_view>
 
 #include <boost/program_options.hpp>
@@ -77,44 +76,26 @@ bool starts_with_any(std::string_view arg, std::initializer_list<std::string_vie
 }  // namespace
 
 ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptions& out, std::string& message) {
-  std::vector<std::string> app_args;
-  int i = 1;
-  for (; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--") break;
-    app_args.emplace_back(argv[i]);
-  }
   FabricOptions o;
-  for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
-
-  const po::options_description description = describe();
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(app_args).options(description).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    message = e.what();
-    return ParseOutcome::error;
-  }
-  if (vm.count("help")) {
-    std::ostringstream usage;
-    usage << "Usage: metaroce-fabric --port-a NAME --port-b NAME [--a-to-b SPEC] [--b-to-a SPEC] [--both SPEC]\n"
-             "                       [OPTIONS] [-- EAL-ARGS]\n"
-             "A two-port impairment node: frames received on port A leave on port B through the\n"
-             "--a-to-b impairments, frames from B leave on A through --b-to-a (loss, Gilbert-Elliott\n"
-             "bursts, delay and jitter, rate, queue limit and ECN marking, duplication, corruption,\n"
-             "ECMP paths with unequal delays, blackholes; grammar in doc/FABRIC.md). Times in the\n"
-             "specs (blackhole ... at T) count from the start of forwarding.\n"
-             "EAL gets -l 0 --no-huge -m 512 --no-shconf --no-pci --file-prefix metaroce-fabric\n"
-             "--log-level error, then the EAL arguments (which replace the defaults of their kind);\n"
-             "the ports are vdevs there, e.g.\n"
-             "  -- --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap --vdev net_pcap1,tx_pcap=back.pcap\n"
-             "With two lcores (-l 0-1) B -> A runs on the second one. A stats line per direction each\n"
-             "second; telemetry: /metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
-             "Exit status: 0 success, 1 a run-time failure (EAL, ports, JSON file), 2 bad options.\n\n"
-          << description;
-    message = usage.str();
-    return ParseOutcome::help;
-  }
+  const ParseOutcome parsed = apps::parse_command_line(
+      argc, argv, describe(),
+      "Usage: metaroce-fabric --port-a NAME --port-b NAME [--a-to-b SPEC] [--b-to-a SPEC] [--both SPEC]\n"
+      "                       [OPTIONS] [-- EAL-ARGS]\n"
+      "A two-port impairment node: frames received on port A leave on port B through the\n"
+      "--a-to-b impairments, frames from B leave on A through --b-to-a (loss, Gilbert-Elliott\n"
+      "bursts, delay and jitter, rate, queue limit and ECN marking, duplication, corruption,\n"
+      "ECMP paths with unequal delays, blackholes; grammar in doc/FABRIC.md). Times in the\n"
+      "specs (blackhole ... at T) count from the start of forwarding.\n"
+      "EAL gets -l 0 --no-huge -m 512 --no-shconf --no-pci --file-prefix metaroce-fabric\n"
+      "--log-level error, then the EAL arguments (which replace the defaults of their kind);\n"
+      "the ports are vdevs there, e.g.\n"
+      "  -- --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap --vdev net_pcap1,tx_pcap=back.pcap\n"
+      "With two lcores (-l 0-1) B -> A runs on the second one. A stats line per direction each\n"
+      "second; telemetry: /metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
+      "Exit status: 0 success, 1 a run-time failure (EAL, ports, JSON file), 2 bad options.\n",
+      vm, o.eal_args, message);
+  if (parsed != ParseOutcome::run) return parsed;
   if (!vm.count("port-a") || !vm.count("port-b")) {
     message = fmt::format("--{} is required: name both ports by their EAL device names, e.g. --port-a net_pcap0 "
                           "--port-b net_pcap1 -- --vdev net_pcap0,rx_pcap=in.pcap --vdev net_pcap1,tx_pcap=out.pcap",

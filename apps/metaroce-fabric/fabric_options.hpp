@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.hpp"
+
 #include "fabric/config.hpp"
 
 namespace metaroce::fabric_app {
 
-enum class ParseOutcome : std::uint8_t { run, help, error };
+using ParseOutcome = apps::ParseOutcome;
 
 struct FabricOptions {
   std::string port_a, port_b;       // EAL device names

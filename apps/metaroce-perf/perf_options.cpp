@@ -1,6 +1,5 @@
 #include "metaroce-perf/perf_options.hpp"
 
-#include <sstream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -82,38 +81,20 @@ bool in_range(const po::variables_map& vm, const char* key, T min, T max, T& out
 }  // namespace
 
 ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& out, std::string& message) {
-  std::vector<std::string> app_args;
-  int i = 1;
-  for (; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") break;
-    app_args.emplace_back(argv[i]);
-  }
   PerfOptions o;
-  for (++i; i < argc; ++i) o.eal_args.emplace_back(argv[i]);
-
-  const po::options_description description = describe();
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(app_args).options(description).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    message = e.what();
-    return ParseOutcome::error;
-  }
-  if (vm.count("help")) {
-    std::ostringstream usage;
-    usage << "Usage: metaroce-perf [OPTIONS] [-- EAL-ARGS]\n"
-             "The ib_write_bw of metaroce: messages from one end to the other, verified on request,\n"
-             "with a perftest-style table at the end. --loopback (the default) runs both ends in this\n"
-             "process on two lcores over a net_ring pair; without EAL arguments it starts EAL with\n"
-             "-l 0-1 --no-huge -m 512 --no-shconf --no-pci (or hugepages when some are free).\n"
-             "--server and --client wait up to 2 s for the port's link, then fail naming the fix.\n"
-             "Exit status: 0 success, 1 a run failed or --verify found a wrong byte or a missing\n"
-             "message, 2 bad options.\n\n"
-          << description;
-    message = usage.str();
-    return ParseOutcome::help;
-  }
+  const ParseOutcome parsed = apps::parse_command_line(
+      argc, argv, describe(),
+      "Usage: metaroce-perf [OPTIONS] [-- EAL-ARGS]\n"
+      "The ib_write_bw of metaroce: messages from one end to the other, verified on request,\n"
+      "with a perftest-style table at the end. --loopback (the default) runs both ends in this\n"
+      "process on two lcores over a net_ring pair; without EAL arguments it starts EAL with\n"
+      "-l 0-1 --no-huge -m 512 --no-shconf --no-pci (or hugepages when some are free).\n"
+      "--server and --client wait up to 2 s for the port's link, then fail naming the fix.\n"
+      "Exit status: 0 success, 1 a run failed or --verify found a wrong byte or a missing\n"
+      "message, 2 bad options.\n",
+      vm, o.eal_args, message);
+  if (parsed != ParseOutcome::run) return parsed;
   if (vm.count("size") && vm.count("all-sizes")) {
     message = "--size and --all-sizes exclude each other: give one";
     return ParseOutcome::error;

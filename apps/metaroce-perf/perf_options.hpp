@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.hpp"
+
 #include "transport/types.hpp"
 
 namespace metaroce::perf {
@@ -63,7 +65,7 @@ struct PerfOptions {
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
 };
 
-enum class ParseOutcome : std::uint8_t { run, help, error };
+using ParseOutcome = apps::ParseOutcome;
 
 // On error, `message` is one line saying what is wrong; on help, the usage.
 ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& out, std::string& message);
