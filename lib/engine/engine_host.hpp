@@ -65,7 +65,7 @@ struct EngineHostConfig {
   std::uint32_t idle_sleep_us = 0;
 };
 
-class EngineHost {
+class alignas(64) EngineHost {
  public:
   static std::unique_ptr<EngineHost> create(const EngineHostConfig& config, std::string& error);
   ~EngineHost();

@@ -72,7 +72,7 @@ struct PathInfo {
   std::uint64_t entropy_changes = 0;
 };
 
-class Connection {
+class alignas(64) Connection {
  public:
   // Returns nullptr and sets `error` (what is wrong, how to fix it) when the
   // config is not usable. `congestion` may be null: a fixed window of
