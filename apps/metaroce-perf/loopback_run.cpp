@@ -37,7 +37,7 @@ constexpr std::uint16_t loopback_ring_size = 256;
 constexpr std::uint64_t peak_window_ns = 100'000'000;
 
 // Side B: the receiving host, on its own lcore during one size.
-struct Receiver {
+struct alignas(64) Receiver {
   engine::Loopback* loopback = nullptr;
   engine::TelemetryPublisher* telemetry = nullptr;  // host B's; published from B's lcore
   const PerfOptions* options = nullptr;
@@ -58,6 +58,11 @@ struct Receiver {
   std::atomic<std::uint64_t> failed{0};
   std::atomic<bool> stop{false};
   std::string first_problem;  // written by B, read after it stopped
+  // B's turns (written by B, read after it stopped): all, busy ones, the TSC
+  // cycles of the busy ones and of all. A line of their own, and the last:
+  // the sender's variables next to this object stay off it.
+  alignas(64) std::uint64_t turns = 0;
+  std::uint64_t busy_turns = 0, busy_cycles = 0, cycles = 0;
 
   void problem(std::string what) {
     if (first_problem.empty()) first_problem = std::move(what);
@@ -73,8 +78,22 @@ struct Receiver {
     return loopback->connection_b(qp).post_receive(r) == transport::PostResult::ok;
   }
 
-  // One turn; returns the frames moved and completions handled (0: idle).
+  // One turn, counted; returns the frames moved and completions handled
+  // (0: idle).
   std::size_t turn() {
+    const std::uint64_t start = rte_rdtsc();
+    const std::size_t work = untimed_turn();
+    const std::uint64_t spent = rte_rdtsc() - start;
+    ++turns;
+    cycles += spent;
+    if (work != 0) {
+      ++busy_turns;
+      busy_cycles += spent;
+    }
+    return work;
+  }
+
+  std::size_t untimed_turn() {
     const std::size_t work = loopback->poll_side_b();
     telemetry->maybe_publish();
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
@@ -298,7 +317,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
 
   SizeResult result;
   result.size = size;
-  std::vector<bool> slot_busy(slots, false);
+  std::vector<std::uint8_t> slot_busy(slots, 0);  // bytes, not vector<bool>: one store per message
   std::vector<std::uint64_t> slot_posted_ns(slots, 0);  // --test lat
   std::vector<std::uint64_t> latencies_ns;
   if (o.test == PerfTest::lat) latencies_ns.reserve(latency_samples_hint(o));
@@ -318,9 +337,36 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) receiver.turn();
   };
 
+  // Message m's slot (m % slots), connection (m % qps), stream ((m / qps) %
+  // streams) and buffer (m % buffers), stepped along with m: no division
+  // per message on the sender's lcore.
+  struct {
+    std::uint32_t slot = 0, qp = 0, buffer = 0;
+    std::uint16_t stream = 0;
+    std::uint32_t slots = 0, qps = 0, buffers = 0;
+    std::uint16_t streams = 0;
+    void advance() noexcept {
+      if (++slot == slots) slot = 0;
+      if (++buffer == buffers) buffer = 0;
+      if (++qp == qps) {
+        qp = 0;
+        if (++stream == streams) stream = 0;
+      }
+    }
+  } next;
+  next.slots = slots;
+  next.qps = qps;
+  next.buffers = buffers;
+  next.streams = o.streams;
+  const bool slots_power_of_two = (slots & (slots - 1)) == 0;
+  const auto slot_of = [&](std::uint64_t m) {
+    return static_cast<std::uint32_t>(slots_power_of_two ? m & (slots - 1) : m % slots);
+  };
   const std::uint64_t sent_before = data_packets_sent(senders);
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
+    // Both sides on this lcore: the receiver's turns are not the sender's cost.
+    const std::uint64_t receiver_cycles_before = threaded ? 0 : receiver.cycles;
     const std::uint64_t posted_before = posted;
     std::size_t work = lb.poll_side_a();
     telemetry_a->maybe_publish();
@@ -331,7 +377,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     work += completions.size();
     for (const auto& c : completions) {
       const std::uint64_t m = c.wr_id;
-      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
+      const std::uint32_t slot = slot_of(m);
       slot_busy[slot] = false;
       last_event = end = now;
       if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
@@ -350,9 +396,10 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       }
     }
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
-    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth && !slot_busy[posted % slots]) {
+    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth &&
+           !slot_busy[next.slot]) {
       const std::uint64_t m = posted;
-      const std::uint32_t slot = static_cast<std::uint32_t>(m % slots);
+      const std::uint32_t slot = next.slot;
       if (o.verify) {
         fill_pattern(source.data() + slot * size, size, m);
         keep_engine_turning();
@@ -361,15 +408,15 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       r.wr_id = m;
       r.op = o.op == PerfOp::write ? transport::SendOp::write
              : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
-      r.stream = static_cast<std::uint16_t>((m / qps) % o.streams);
-      const std::uint64_t buffer = (m % buffers) * size;
+      r.stream = next.stream;
+      const std::uint64_t buffer = std::uint64_t{next.buffer} * size;
       r.local_addr = source.data() + buffer;
       r.length = size;
       r.lkey = lkey;
       r.remote_addr = reinterpret_cast<std::uint64_t>(write_region.data() + buffer);
       r.rkey = rkey;
       r.imm = static_cast<std::uint32_t>(m);
-      const auto pr = senders[m % qps]->post_send(r);
+      const auto pr = senders[next.qp]->post_send(r);
       if (pr != transport::PostResult::ok) {
         problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
         posting = false;
@@ -378,6 +425,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       slot_busy[slot] = true;
       slot_posted_ns[slot] = now;
       ++posted;
+      next.advance();
       last_event = now;
     }
     if (now - window_start >= peak_window_ns) {
@@ -403,7 +451,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     ++result.sender_turns;
     if (work != 0 || posted != posted_before) {
       ++result.sender_busy_turns;
-      result.sender_busy_cycles += rte_rdtsc() - turn_start;
+      result.sender_busy_cycles += rte_rdtsc() - turn_start - (threaded ? 0 : receiver.cycles - receiver_cycles_before);
     }
     if (!posting && now - last_event > drain_limit_ns) {
       if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
@@ -430,8 +478,14 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     result.missing_messages += completed - receiver.received.load();
   result.first_problem = !problem.empty() ? problem : receiver.first_problem;
   result.packets_sent = data_packets_sent(senders) - sent_before;
-  if (result.packets_sent != 0)
+  result.receiver_busy_cycles = receiver.busy_cycles;
+  result.receiver_turns = receiver.turns;
+  result.receiver_busy_turns = receiver.busy_turns;
+  result.shared_lcore = !threaded;
+  if (result.packets_sent != 0) {
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
+    result.receiver_cycles_per_packet = double(result.receiver_busy_cycles) / double(result.packets_sent);
+  }
   summarize_latencies(latencies_ns, result);
 
   lb.host_a().refresh_port_counters();

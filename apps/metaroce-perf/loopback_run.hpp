@@ -33,6 +33,13 @@ struct SizeResult {
   std::uint64_t sender_turns = 0, sender_busy_turns = 0;
   std::uint64_t packets_sent = 0;      // data packets, first transmissions and retransmissions
   double cycles_per_packet = 0.0;
+  // The receiving side's turns, counted the same way (--loopback): on its
+  // own lcore, or inside the sender's turns when both share one lcore (then
+  // sender_busy_cycles leaves them out, so it is the sender's own cost).
+  std::uint64_t receiver_busy_cycles = 0;
+  std::uint64_t receiver_turns = 0, receiver_busy_turns = 0;
+  double receiver_cycles_per_packet = 0.0;
+  bool shared_lcore = false;  // both sides on one lcore
   // --test lat: post-to-completion time of each message (one round trip:
   // the WRITE out, its ACK back), in microseconds.
   double lat_min_us = 0.0, lat_p50_us = 0.0, lat_p99_us = 0.0, lat_max_us = 0.0, lat_avg_us = 0.0;

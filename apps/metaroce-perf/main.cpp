@@ -11,6 +11,7 @@
 #include "common/pcap_file.hpp"
 #include "engine/eal.hpp"
 #include "metaroce-perf/loopback_run.hpp"
+#include "metaroce-perf/raw_run.hpp"
 #include "metaroce-perf/perf_options.hpp"
 #include "metaroce-perf/perf_report.hpp"
 #include "metaroce-perf/remote_run.hpp"
@@ -81,7 +82,8 @@ int main(int argc, char** argv) {
   perf::print_header(stdout, options);
   const perf::RunResult run = options.role == perf::PerfRole::server   ? perf::run_server(options, stdout)
                               : options.role == perf::PerfRole::client ? perf::run_client(options, stdout)
-                                                                       : perf::run_loopback(options, tap, stdout);
+                              : options.raw ? perf::run_raw(options, stdout)
+                                            : perf::run_loopback(options, tap, stdout);
   int status = exit_ok;
   if (!run.error.empty()) {
     std::fprintf(stderr, "metaroce-perf: %s\n", run.error.c_str());

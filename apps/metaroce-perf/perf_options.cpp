@@ -62,7 +62,10 @@ po::options_description describe() {
       ("zero-copy-threshold", po::value<std::uint32_t>(),
        "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
        "the faster over net_ring)")
-      ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)");
+      ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
+      ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
+              "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
+              "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
   return d;
 }
 
@@ -242,6 +245,23 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     message = "--preset, --port, --iface, --local-ip and --peer-mac are for --server/--client: --loopback makes "
               "its own net_ring pair";
     return ParseOutcome::error;
+  }
+  o.raw = vm.count("raw") != 0;
+  if (o.raw) {
+    const char* clash = o.role != PerfRole::loopback ? "--server/--client"
+                        : vm.count("fabric")          ? "--fabric"
+                        : vm.count("capture")         ? "--capture"
+                        : vm.count("cc")              ? "--cc"
+                        : vm.count("qps")             ? "--qps"
+                        : vm.count("zero-copy-threshold") ? "--zero-copy-threshold"
+                        : o.test != PerfTest::bw      ? "--test lat"
+                        : o.op != PerfOp::write       ? "--op (other than write)"
+                                                      : nullptr;
+    if (clash != nullptr) {
+      message = fmt::format("--raw sends bare frames between the loopback's two lcores, with no transport: drop {}",
+                            clash);
+      return ParseOutcome::error;
+    }
   }
   o.verify = vm.count("verify") != 0;
   o.report_gbits = vm.count("report-gbits") != 0;

@@ -62,6 +62,7 @@ struct PerfOptions {
   std::string capture_path;
   std::uint32_t zero_copy_threshold = 0;  // 0: the engine's default
   std::uint32_t idle_sleep_us = 0;
+  bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
 };
 

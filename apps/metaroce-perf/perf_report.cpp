@@ -8,6 +8,7 @@
 
 #include "common/json_line.hpp"
 #include "engine/mbuf_frames.hpp"
+#include "metaroce-perf/raw_run.hpp"
 
 namespace metaroce::perf {
 
@@ -25,6 +26,15 @@ double bandwidth(const PerfOptions& o, double bits_per_second) {
 
 void print_header(std::FILE* out, const PerfOptions& o) {
   std::fputs(rule, out);
+  if (o.raw) {
+    std::fprintf(out, "                    Raw frames over net_ring (metaroce-perf --raw, no transport)\n");
+    std::fprintf(out, " Frames        : the size of one %s WRITE packet per message size (payload + headers + ICRC)\n",
+                 std::string(transport::to_string(o.mode)).c_str());
+    std::fprintf(out, " Verify        : %s\n", o.verify ? "order and every byte" : "off (every byte read)");
+    std::fputs(rule, out);
+    std::fflush(out);
+    return;
+  }
   std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
                o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
                o.test == PerfTest::lat ? "Latency" : "BW",
@@ -71,7 +81,15 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                  static_cast<unsigned long long>(s.messages), bandwidth(o, s.peak_bps), bandwidth(o, s.average_bps),
                  s.message_rate / 1e6);
   std::fputs(rule, out);
-  std::fprintf(out,
+  if (o.raw) {
+    std::fprintf(out, " raw: #iterations are frames received; BW counts their payload bytes (-s), not headers\n");
+    for (const auto& s : run.sizes)
+      std::fprintf(out, " size %llu: frames of %u bytes (a %s WRITE packet of that payload)\n",
+                   static_cast<unsigned long long>(s.size),
+                   write_frame_bytes(o.mode, static_cast<std::uint32_t>(s.size)),
+                   std::string(transport::to_string(o.mode)).c_str());
+  } else
+    std::fprintf(out,
                " retransmitted %llu packets; fabric dropped %llu forward, %llu backward; engine dropped %llu; "
                "zero-copy %llu, copied %llu frames\n",
                static_cast<unsigned long long>(run.retransmitted),
@@ -86,11 +104,17 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                  static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.wrong_messages),
                  static_cast<unsigned long long>(s.missing_messages), s.first_problem.c_str());
   }
-  for (const auto& s : run.sizes)
-    std::fprintf(out, " size %llu: sender lcore busy %.0f TSC cycles per data packet (%llu packets, %.1f%% of turns busy)\n",
-                 static_cast<unsigned long long>(s.size), s.cycles_per_packet,
-                 static_cast<unsigned long long>(s.packets_sent),
+  for (const auto& s : run.sizes) {
+    std::fprintf(out, " size %llu: sender%s busy %.0f TSC cycles per data packet (%llu packets, %.1f per busy turn, %.1f%% of turns busy)\n",
+                 static_cast<unsigned long long>(s.size), s.shared_lcore ? " (receiver on the same lcore, its turns left out)" : " lcore",
+                 s.cycles_per_packet, static_cast<unsigned long long>(s.packets_sent),
+                 s.sender_busy_turns != 0 ? double(s.packets_sent) / double(s.sender_busy_turns) : 0.0,
                  s.sender_turns != 0 ? 100.0 * double(s.sender_busy_turns) / double(s.sender_turns) : 0.0);
+    if (s.receiver_turns != 0)
+      std::fprintf(out, " size %llu: receiver%s busy %.0f TSC cycles per data packet (%.1f%% of turns busy)\n",
+                   static_cast<unsigned long long>(s.size), s.shared_lcore ? " (on the sender's lcore)" : " lcore",
+                   s.receiver_cycles_per_packet, 100.0 * double(s.receiver_busy_turns) / double(s.receiver_turns));
+  }
   if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
   std::fflush(out);
 }
@@ -110,6 +134,8 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("tx_depth", o.tx_depth)
       .add("verify", o.verify)
       .add("fabric", o.fabric_spec)
+      .add("raw", o.raw)
+      .add("tsc_hz", rte_get_tsc_hz())
       .add("ok", !run.failed());
   j.begin_array("results");
   for (const auto& s : run.sizes) {
@@ -125,6 +151,9 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
         .add("sender_busy_cycles", s.sender_busy_cycles)
         .add("packets_sent", s.packets_sent)
         .add("sender_cycles_per_packet", s.cycles_per_packet)
+        .add("receiver_busy_cycles", s.receiver_busy_cycles)
+        .add("receiver_cycles_per_packet", s.receiver_cycles_per_packet)
+        .add("shared_lcore", s.shared_lcore)
         .add("tsc_hz", std::uint64_t{rte_get_tsc_hz()});
     if (o.test == PerfTest::lat)
       j.add("lat_min_us", s.lat_min_us)

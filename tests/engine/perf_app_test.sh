@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..16"
+echo "1..21"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -69,6 +69,30 @@ rm -rf "/var/run/dpdk/$prefix" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$prefix"
 check "--port with EAL arguments without memory options: EAL starts without hugepages, the client asks and times out" \
   "[ $status -eq 1 ] && grep -q '^metaroce-perf: no answer from 10.99.9.2 after 3 connection requests' '$work/out' \
    && ! grep -qi 'hugepage\|EAL initialisation failed' '$work/out'"
+
+"$perf" --loopback --raw -s 64 -n 200000 --verify --json "$work/raw.json" >"$work/out" 2>&1
+status=$?
+check "--raw 64 B x 200000 --verify: exits 0, every frame in order with every byte right" \
+  "[ $status -eq 0 ] && grep -q '^ 64 *200000 ' '$work/out' \
+   && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+check "--raw reports both lcores' cycles and its frames in the JSON (158-byte frames, none missing)" \
+  "grep -q 'size 64: frames of 158 bytes (a metaroce WRITE packet of that payload)' '$work/out' \
+   && grep -q 'size 64: sender lcore busy' '$work/out' && grep -q 'size 64: receiver lcore busy' '$work/out' \
+   && grep -q '\"raw\":true' '$work/raw.json' && grep -q '\"iterations\":200000' '$work/raw.json' \
+   && grep -q '\"missing_messages\":0' '$work/raw.json'"
+"$perf" --loopback --raw --fabric "loss 1%" >"$work/out" 2>&1
+status=$?
+check "--raw with --fabric exits 2 saying what to drop" \
+  "[ $status -eq 2 ] && grep -q -- '--raw sends bare frames between the loopback.s two lcores, with no transport: drop --fabric' '$work/out'"
+"$perf" --loopback --raw -s 8192 >"$work/out" 2>&1
+status=$?
+check "--raw with a size above the MTU exits 1 naming the limit" \
+  "[ $status -eq 1 ] && grep -q -- 'every size must be at most the MTU (4096 B); give -s 4096 or less' '$work/out'"
+"$perf" --loopback -s 64 -n 20000 -- -l 0 --no-huge -m 512 --no-shconf --no-pci >"$work/out" 2>&1
+status=$?
+check "both ends on one lcore: the sender's own cycles (the receiver's turns left out) and the receiver's" \
+  "[ $status -eq 0 ] && grep -q 'size 64: sender (receiver on the same lcore, its turns left out) busy' '$work/out' \
+   && grep -q \"size 64: receiver (on the sender's lcore) busy\" '$work/out'"
 
 "$perf" --cc nosuch >"$work/out" 2>&1
 status=$?
