@@ -42,6 +42,40 @@ constexpr std::uint64_t k_64 = 0x163cd6124;        // n = 64
 constexpr std::uint64_t k_poly = 0x1db710641;
 constexpr std::uint64_t k_mu = 0x1f7011641;
 
+// The same constants for any n, computed: x^n mod P, reflected and shifted.
+constexpr std::uint64_t fold_constant(unsigned n) noexcept {
+  std::uint64_t r = 1;  // x^0
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if ((r & (std::uint64_t{1} << 32)) != 0) r ^= 0x104C11DB7u;
+  }
+  std::uint64_t reflected = 0;
+  for (int b = 0; b < 32; ++b)
+    if ((r >> b) & 1u) reflected |= std::uint64_t{1} << (31 - b);
+  return reflected << 1;
+}
+static_assert(fold_constant(4 * 128 + 32) == k_fold4_lo && fold_constant(4 * 128 - 32) == k_fold4_hi &&
+              fold_constant(128 + 32) == k_fold1_lo && fold_constant(128 - 32) == k_fold1_hi &&
+              fold_constant(64) == k_64);
+
+// Short inputs fold every block straight to the end: block i of n moves by
+// d = n - 1 - i blocks with the pair (x^(128d+32), x^(128d-32)), all at once,
+// instead of a chain of one-block steps; the chain a 4-lane fold still has
+// (the merge, the last blocks) is what bounds a 150-byte frame's time.
+constexpr std::size_t short_blocks = 32;  // up to 512 bytes
+struct DistanceTable {
+  alignas(16) std::array<std::uint64_t, 2 * short_blocks> k{};  // [2d] = lo, [2d + 1] = hi
+};
+constexpr DistanceTable make_distance_table() noexcept {
+  DistanceTable t;
+  for (unsigned d = 1; d < short_blocks; ++d) {
+    t.k[2 * d] = fold_constant(128 * d + 32);
+    t.k[2 * d + 1] = fold_constant(128 * d - 32);
+  }
+  return t;
+}
+constexpr DistanceTable distance = make_distance_table();
+
 [[gnu::target("pclmul,sse4.1")]] inline __m128i fold(__m128i x, __m128i k) noexcept {
   // The low half moves by k.lo, the high half by k.hi.
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
@@ -49,6 +83,23 @@ constexpr std::uint64_t k_mu = 0x1f7011641;
 
 [[gnu::target("pclmul,sse4.1")]] inline __m128i load(const std::uint8_t* p) noexcept {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// 128 bits of running remainder down to the CRC register.
+[[gnu::target("pclmul,sse4.1")]] inline std::uint32_t reduce(__m128i x) noexcept {
+  const __m128i k1 = _mm_set_epi64x(static_cast<long long>(k_fold1_hi), static_cast<long long>(k_fold1_lo));
+  // 128 -> 64 bits: the low half moves by x^(128-32), onto the high half.
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k1, 0x10), _mm_srli_si128(x, 8));
+  // 96 -> 64 bits.
+  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+  const __m128i k5 = _mm_set_epi64x(0, static_cast<long long>(k_64));
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k5, 0x00), _mm_srli_si128(x, 4));
+  // Barrett reduction to 32 bits.
+  const __m128i pmu = _mm_set_epi64x(static_cast<long long>(k_mu), static_cast<long long>(k_poly));
+  __m128i t = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), pmu, 0x10);
+  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), pmu, 0x00);
+  x = _mm_xor_si128(x, t);
+  return static_cast<std::uint32_t>(_mm_extract_epi32(x, 1));
 }
 
 // len >= 16 and a multiple of 16; c is the running register.
@@ -83,18 +134,27 @@ constexpr std::uint64_t k_mu = 0x1f7011641;
     p += 16;
     len -= 16;
   }
-  // 128 -> 64 bits: the low half moves by x^(128-32), onto the high half.
-  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k1, 0x10), _mm_srli_si128(x, 8));
-  // 96 -> 64 bits.
-  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-  const __m128i k5 = _mm_set_epi64x(0, static_cast<long long>(k_64));
-  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k5, 0x00), _mm_srli_si128(x, 4));
-  // Barrett reduction to 32 bits.
-  const __m128i pmu = _mm_set_epi64x(static_cast<long long>(k_mu), static_cast<long long>(k_poly));
-  __m128i t = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), pmu, 0x10);
-  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), pmu, 0x00);
-  x = _mm_xor_si128(x, t);
-  return static_cast<std::uint32_t>(_mm_extract_epi32(x, 1));
+  return reduce(x);
+}
+
+// 16 <= len <= 16 * short_blocks, a multiple of 16.
+[[gnu::target("pclmul,sse4.1")]] std::uint32_t blocks_short(std::uint32_t c, const std::uint8_t* p,
+                                                           std::size_t len) noexcept {
+  const std::size_t n = len / 16;
+  const auto k = [](std::size_t d) { return _mm_load_si128(reinterpret_cast<const __m128i*>(&distance.k[2 * d])); };
+  __m128i x = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(c)));
+  if (n > 1) {
+    __m128i a = fold(x, k(n - 1));
+    __m128i b = _mm_setzero_si128();
+    std::size_t i = 1;
+    for (; i + 2 < n; i += 2) {
+      a = _mm_xor_si128(a, fold(load(p + 16 * i), k(n - 1 - i)));
+      b = _mm_xor_si128(b, fold(load(p + 16 * (i + 1)), k(n - 2 - i)));
+    }
+    if (i + 1 < n) a = _mm_xor_si128(a, fold(load(p + 16 * i), k(n - 1 - i)));
+    x = _mm_xor_si128(_mm_xor_si128(a, b), load(p + 16 * (n - 1)));
+  }
+  return reduce(x);
 }
 
 bool detect_pclmul() noexcept {
@@ -122,7 +182,8 @@ std::uint32_t crc32_fold_register(std::uint32_t c, const std::uint8_t* p, std::s
     // The odd bytes first, so whole blocks end the buffer.
     const std::size_t head = len % 16;
     if (head != 0) c = bytes_raw(c, p, head);
-    return blocks_pclmul(c, p + head, len - head);
+    return len - head <= 16 * short_blocks ? blocks_short(c, p + head, len - head)
+                                           : blocks_pclmul(c, p + head, len - head);
   }
 #endif
   return bytes_raw(c, p, len);

@@ -82,6 +82,12 @@ std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
   std::size_t gathered = 0;
   std::size_t piece = first_piece;
   std::size_t offset_in_piece = 0;
+  if (gather == total) {  // a short frame: every piece whole, one after another
+    for (; piece < pieces.size(); ++piece) {
+      copy_bytes(gathered_at + gathered, pieces[piece].data(), pieces[piece].size());
+      gathered += pieces[piece].size();
+    }
+  }
   while (gathered < gather) {
     const ByteSpan p = pieces[piece];
     const std::size_t take = std::min(gather - gathered, p.size());
