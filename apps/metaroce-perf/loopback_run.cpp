@@ -362,6 +362,13 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   const auto slot_of = [&](std::uint64_t m) {
     return static_cast<std::uint32_t>(slots_power_of_two ? m & (slots - 1) : m % slots);
   };
+  transport::SendRequest request;
+  request.op = o.op == PerfOp::write       ? transport::SendOp::write
+               : o.op == PerfOp::write_imm ? transport::SendOp::write_imm
+                                           : transport::SendOp::send;
+  request.length = size;
+  request.lkey = lkey;
+  request.rkey = rkey;
   const std::uint64_t sent_before = data_packets_sent(senders);
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
@@ -404,17 +411,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         fill_pattern(source.data() + slot * size, size, m);
         keep_engine_turning();
       }
-      transport::SendRequest r;
+      transport::SendRequest& r = request;  // what every message shares is set once, below
       r.wr_id = m;
-      r.op = o.op == PerfOp::write ? transport::SendOp::write
-             : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
       r.stream = next.stream;
       const std::uint64_t buffer = std::uint64_t{next.buffer} * size;
       r.local_addr = source.data() + buffer;
-      r.length = size;
-      r.lkey = lkey;
       r.remote_addr = reinterpret_cast<std::uint64_t>(write_region.data() + buffer);
-      r.rkey = rkey;
       r.imm = static_cast<std::uint32_t>(m);
       const auto pr = senders[next.qp]->post_send(r);
       if (pr != transport::PostResult::ok) {
@@ -423,7 +425,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         break;
       }
       slot_busy[slot] = true;
-      slot_posted_ns[slot] = now;
+      if (o.test == PerfTest::lat) slot_posted_ns[slot] = now;
       ++posted;
       next.advance();
       last_event = now;
