@@ -66,8 +66,11 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
   message->request = request;
   message->msg_seq = next_msg_seq_[request.stream]++;
   if (consumes_receive(request.op)) message->recv_seq = next_recv_seq_[request.stream]++;
-  message->packets_total =
-      request.length == 0 ? 1 : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
+  // One packet up to the MTU without a division (small messages are the
+  // message-rate case).
+  message->packets_total = request.length <= config_.mtu
+                               ? 1
+                               : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
   stream_sends_[request.stream].push_back(message.get());
   send_queue_.push_back(std::move(message));
   ++work_in_use_;

@@ -173,7 +173,7 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     // from a multiple of it, the last one the rest and the LAST flag. Any
     // other length (a pad count that lies, a forged one) would leave a
     // message whose bytes never add up, stalling its stream for good.
-    if (offset % config_.mtu != 0 || len != std::min<std::uint64_t>(config_.mtu, msg_len - offset) ||
+    if ((offset != 0 && offset % config_.mtu != 0) || len != std::min<std::uint64_t>(config_.mtu, msg_len - offset) ||
         ((d.flags & wire::mr_flag::last) != 0) != (offset + len == msg_len)) {
       ++counters_.inconsistent_message;
       return;

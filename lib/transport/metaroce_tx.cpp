@@ -153,8 +153,11 @@ void MetaroceConnection::on_rnr_timer(Time) {
 std::int32_t MetaroceConnection::pick_path(bool for_retransmit) noexcept {
   std::int32_t best = -1;
   const std::uint32_t n = config_.paths;
+  // Round robin from rr_next_path_ (< n), wrapped without a division: this
+  // runs for every packet.
   for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint32_t p = for_retransmit ? i : (rr_next_path_ + i) % n;
+    std::uint32_t p = for_retransmit ? i : rr_next_path_ + i;
+    if (p >= n) p -= n;
     const TxPath& path = tx_paths_[p];
     if (path.state != PathState::active) continue;
     const std::uint32_t window =
@@ -164,7 +167,7 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) noexcept {
     // bitmap's reach, not only its count in flight.
     if (path.in_flight >= window || path.next_seq - path.una >= wire::sack_bits) continue;
     if (!for_retransmit) {
-      rr_next_path_ = (p + 1) % n;
+      rr_next_path_ = p + 1 == n ? 0 : p + 1;
       return static_cast<std::int32_t>(p);
     }
     // Retransmissions go to the path with the most room.
