@@ -58,11 +58,9 @@ struct alignas(64) Receiver {
   std::atomic<std::uint64_t> failed{0};
   std::atomic<bool> stop{false};
   std::string first_problem;  // written by B, read after it stopped
-  // B's turns (written by B, read after it stopped): all, busy ones, the TSC
-  // cycles of the busy ones and of all. A line of their own, and the last:
-  // the sender's variables next to this object stay off it.
-  alignas(64) std::uint64_t turns = 0;
-  std::uint64_t busy_turns = 0, busy_cycles = 0, cycles = 0;
+  // B's turns (written by B, read after it stopped). A line of their own,
+  // and the last: the sender's variables next to this object stay off it.
+  alignas(64) TurnCounts counts;
 
   void problem(std::string what) {
     if (first_problem.empty()) first_problem = std::move(what);
@@ -83,13 +81,7 @@ struct alignas(64) Receiver {
   std::size_t turn() {
     const std::uint64_t start = rte_rdtsc();
     const std::size_t work = untimed_turn();
-    const std::uint64_t spent = rte_rdtsc() - start;
-    ++turns;
-    cycles += spent;
-    if (work != 0) {
-      ++busy_turns;
-      busy_cycles += spent;
-    }
+    counts.add(rte_rdtsc() - start, work != 0);
     return work;
   }
 
@@ -373,7 +365,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
     // Both sides on this lcore: the receiver's turns are not the sender's cost.
-    const std::uint64_t receiver_cycles_before = threaded ? 0 : receiver.cycles;
+    const std::uint64_t receiver_cycles_before = threaded ? 0 : receiver.counts.cycles;
     const std::uint64_t posted_before = posted;
     std::size_t work = lb.poll_side_a();
     telemetry_a->maybe_publish();
@@ -453,7 +445,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     ++result.sender_turns;
     if (work != 0 || posted != posted_before) {
       ++result.sender_busy_turns;
-      result.sender_busy_cycles += rte_rdtsc() - turn_start - (threaded ? 0 : receiver.cycles - receiver_cycles_before);
+      result.sender_busy_cycles += rte_rdtsc() - turn_start - (threaded ? 0 : receiver.counts.cycles - receiver_cycles_before);
     }
     if (!posting && now - last_event > drain_limit_ns) {
       if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
@@ -480,9 +472,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     result.missing_messages += completed - receiver.received.load();
   result.first_problem = !problem.empty() ? problem : receiver.first_problem;
   result.packets_sent = data_packets_sent(senders) - sent_before;
-  result.receiver_busy_cycles = receiver.busy_cycles;
-  result.receiver_turns = receiver.turns;
-  result.receiver_busy_turns = receiver.busy_turns;
+  result.receiver_busy_cycles = receiver.counts.busy_cycles;
+  result.receiver_turns = receiver.counts.turns;
+  result.receiver_busy_turns = receiver.counts.busy_turns;
   result.shared_lcore = !threaded;
   if (result.packets_sent != 0) {
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);

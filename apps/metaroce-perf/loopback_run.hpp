@@ -17,6 +17,20 @@
 
 namespace metaroce::perf {
 
+// One lcore's poll turns: all of them, the busy ones (that moved or handled
+// something), and the TSC cycles of each kind.
+struct TurnCounts {
+  std::uint64_t turns = 0, busy_turns = 0, busy_cycles = 0, cycles = 0;
+  void add(std::uint64_t spent, bool busy) noexcept {
+    ++turns;
+    cycles += spent;
+    if (busy) {
+      ++busy_turns;
+      busy_cycles += spent;
+    }
+  }
+};
+
 struct SizeResult {
   std::uint64_t size = 0;
   std::uint64_t messages = 0;  // completed successfully

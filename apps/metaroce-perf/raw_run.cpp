@@ -44,7 +44,7 @@ struct alignas(64) RawReceiver {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> received{0};  // read by the sender while it waits for the tail
   alignas(64) std::uint64_t frames = 0, wrong = 0, next_seq = 0, checksum = 0;
-  std::uint64_t turns = 0, busy_turns = 0, busy_cycles = 0, cycles = 0;
+  TurnCounts counts;
 
   bool frame_ok(const std::uint8_t* d, std::uint32_t len) noexcept {
     const std::vector<std::uint8_t>& want = *pattern;
@@ -85,13 +85,7 @@ struct alignas(64) RawReceiver {
       frames += n;
       received.store(frames, std::memory_order_release);
     }
-    const std::uint64_t spent = rte_rdtsc() - start;
-    ++turns;
-    cycles += spent;
-    if (n != 0) {
-      ++busy_turns;
-      busy_cycles += spent;
-    }
+    counts.add(rte_rdtsc() - start, n != 0);
     return n;
   }
 };
@@ -133,7 +127,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, engine::Port& a, engine:
   std::uint64_t sent = 0, seq = 0, pool_empty = 0;
   for (;;) {
     const std::uint64_t turn_start = rte_rdtsc();
-    const std::uint64_t receiver_before = threaded ? 0 : receiver.cycles;
+    const std::uint64_t receiver_before = threaded ? 0 : receiver.counts.cycles;
     const bool sending = duration != 0 ? turn_start - t0 < duration : sent < o.iterations;
     if (!sending && pending == 0) break;
     std::uint16_t moved = 0;
@@ -163,7 +157,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, engine::Port& a, engine:
     ++result.sender_turns;
     if (moved != 0) {
       ++result.sender_busy_turns;
-      result.sender_busy_cycles += now - turn_start - (threaded ? 0 : receiver.cycles - receiver_before);
+      result.sender_busy_cycles += now - turn_start - (threaded ? 0 : receiver.counts.cycles - receiver_before);
     }
     if (progress != nullptr && now - last_progress >= hz) {
       const std::uint64_t got = receiver.received.load(std::memory_order_acquire);
@@ -193,9 +187,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, engine::Port& a, engine:
   result.missing_messages = sent - receiver.frames;
   if (receiver.wrong != 0) result.first_problem = fmt::format("{} frames arrived out of order or with wrong bytes", receiver.wrong);
   else if (result.missing_messages != 0) result.first_problem = "frames sent never arrived";
-  result.receiver_busy_cycles = receiver.busy_cycles;
-  result.receiver_turns = receiver.turns;
-  result.receiver_busy_turns = receiver.busy_turns;
+  result.receiver_busy_cycles = receiver.counts.busy_cycles;
+  result.receiver_turns = receiver.counts.turns;
+  result.receiver_busy_turns = receiver.counts.busy_turns;
   if (sent != 0) {
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(sent);
     result.receiver_cycles_per_packet = double(result.receiver_busy_cycles) / double(sent);
