@@ -4,17 +4,17 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
-#include <rte_prefetch.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "engine/mbuf_frames.hpp"
 #include "engine/port.hpp"
 #include "wire/byte_order.hpp"
 #include "wire/frame.hpp"
@@ -60,13 +60,7 @@ struct alignas(64) RawReceiver {
     std::array<rte_mbuf*, burst> rx;
     const std::uint16_t n = rte_eth_rx_burst(port, 0, rx.data(), burst);
     if (n != 0) {
-      // As the engine does: every line of the burst asked for at once.
-      for (std::uint16_t i = 0; i < n; ++i) rte_prefetch0(rx[i]);
-      for (std::uint16_t i = 0; i < n; ++i) {
-        const char* d = rte_pktmbuf_mtod(rx[i], const char*);
-        for (std::uint32_t off = 0; off < std::min<std::uint32_t>(rx[i]->data_len, 256); off += RTE_CACHE_LINE_SIZE)
-          rte_prefetch0(d + off);
-      }
+      engine::prefetch_received(rx.data(), n);  // as the engine does
       for (std::uint16_t i = 0; i < n; ++i) {
         const auto* d = rte_pktmbuf_mtod(rx[i], const std::uint8_t*);
         const std::uint32_t len = rx[i]->data_len;
@@ -203,12 +197,10 @@ bool run_size(const PerfOptions& o, std::uint64_t size, engine::Port& a, engine:
 }  // namespace
 
 std::uint32_t write_frame_bytes(transport::Mode mode, std::uint32_t payload) noexcept {
-  const std::size_t placement = mode == transport::Mode::metaroce
-                                    ? wire::mr_data_header_size + wire::mr_write_header_size
-                                    : wire::reth_size;
-  return static_cast<std::uint32_t>(wire::ethernet_header_size + wire::ipv4_header_size + wire::udp_header_size +
-                                    wire::bth_size + placement + payload + wire::pad_for(payload) +
-                                    wire::icrc_size);
+  wire::FrameSpec spec;  // IPv4, no VLAN
+  spec.bth.opcode = mode == transport::Mode::metaroce ? wire::opcode::mr_write
+                                                      : static_cast<std::uint8_t>(wire::opcode::rc | wire::opcode::write_only);
+  return static_cast<std::uint32_t>(wire::headers_size(spec) + payload + wire::pad_for(payload) + wire::icrc_size);
 }
 
 RunResult run_raw(const PerfOptions& o, std::FILE* progress) {

@@ -2,7 +2,6 @@
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
-#include <rte_prefetch.h>
 
 #include <chrono>
 #include <thread>
@@ -207,14 +206,7 @@ std::size_t EngineHost::poll_once() {
   last_poll_ns_ = now;
   std::array<rte_mbuf*, burst_size> rx{};
   const std::uint16_t received = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
-  // From a ring fed by another lcore every frame is a cache miss: ask for
-  // all of the burst's lines at once instead of one frame's after another's.
-  for (std::uint16_t i = 0; i < received; ++i) rte_prefetch0(rx[i]);
-  for (std::uint16_t i = 0; i < received; ++i) {
-    const char* d = rte_pktmbuf_mtod(rx[i], const char*);
-    const std::uint32_t len = std::min<std::uint32_t>(rte_pktmbuf_data_len(rx[i]), 256);
-    for (std::uint32_t off = 0; off < len; off += RTE_CACHE_LINE_SIZE) rte_prefetch0(d + off);
-  }
+  prefetch_received(rx.data(), received);
   for (std::uint16_t i = 0; i < received; ++i) {
     receive(now, rx[i]);
     rte_pktmbuf_free(rx[i]);

@@ -3,6 +3,7 @@
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
+#include <rte_prefetch.h>
 
 #include <atomic>
 #include <cstring>
@@ -184,6 +185,15 @@ std::span<const std::uint8_t> frame_bytes(const rte_mbuf* m, std::vector<std::ui
     off += s->data_len;
   }
   return {scratch.data(), off};
+}
+
+void prefetch_received(rte_mbuf* const* frames, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) rte_prefetch0(frames[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    const char* d = rte_pktmbuf_mtod(frames[i], const char*);
+    const std::uint32_t len = std::min<std::uint32_t>(rte_pktmbuf_data_len(frames[i]), 256);
+    for (std::uint32_t off = 0; off < len; off += RTE_CACHE_LINE_SIZE) rte_prefetch0(d + off);
+  }
 }
 
 }  // namespace metaroce::engine
