@@ -23,6 +23,9 @@ std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, s
   setup.socket = rte_eth_dev_socket_id(config.port_id);
   host->tx_builder_ = TxMbufBuilder::create(setup, error);
   if (!host->tx_builder_) return nullptr;
+  // Payloads the builder would attach stay out of the batch's arena.
+  if (host->tx_builder_->zero_copy_threshold() != zero_copy_never)
+    host->batch_.set_inline_limit(host->tx_builder_->zero_copy_threshold() - 1);
   host->wheel_.advance(host->clock_.now_ns());
   host->tx_pending_.reserve(4 * transport::Connection::burst_limit);
   return host;
@@ -140,6 +143,7 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   wire::ParsedFrame parsed;
   wire::ParseOptions options;
   options.verify_icrc = !config_.icrc_offload;
+  options.front_readable = !linearized && rte_pktmbuf_headroom(m) >= 16;
   const wire::ParseError e = wire::parse_frame(bytes, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];

@@ -214,7 +214,11 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   const wire::HeaderTemplate& t = is_write(r.op) ? (with_imm ? path.write_imm_template : path.write_template)
                                                  : (with_imm ? path.send_imm_template : path.send_template);
 
-  const std::span<std::uint8_t> h = out.header_space(t.size());
+  const std::uint8_t pad = wire::pad_for(pkt.length);
+  // A short payload goes into the batch after its headers (TxBatch).
+  const bool inline_payload = pkt.length <= out.inline_limit();
+  // (4 bytes of room for the pad, written whole.)
+  const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 : 0));
   t.stamp(h, pkt.length, wire_psn(rel), pkt.last);
   std::uint8_t* ext = h.data() + t.ext_offset();
   const std::uint32_t seq = path.next_seq;
@@ -240,14 +244,25 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   if (with_imm) wire::store_be32(ext, r.imm);
 
   const wire::ByteSpan payload(r.local_addr == nullptr ? nullptr : r.local_addr + pkt.offset, pkt.length);
-  const std::uint8_t pad = wire::pad_for(pkt.length);
-  static constexpr std::array<std::uint8_t, 4> zeros{};
-  const std::array<wire::ByteSpan, 3> pieces = {
-      wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
-      wire::ByteSpan(zeros.data(), pad)};
   std::array<std::uint8_t, 8> trailer{};
-  const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
-  out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  std::size_t trailer_len = 0;
+  if (inline_payload) {
+    std::uint8_t* at = h.data() + t.size();
+    if (!payload.empty()) wire::copy_bytes(at, payload.data(), payload.size());
+    wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
+    const std::size_t frame = t.size() + payload.size() + pad;
+    trailer_len = wire::build_trailer(
+        0, wire::compute_icrc_front_readable(wire::ByteSpan(h.data() + t.l3_offset(), frame - t.l3_offset())),
+        trailer);
+    out.commit(frame, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  } else {
+    static constexpr std::array<std::uint8_t, 4> zeros{};
+    const std::array<wire::ByteSpan, 3> pieces = {
+        wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
+        wire::ByteSpan(zeros.data(), pad)};
+    trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+    out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  }
 
   path.seq_slot[seq % wire::sack_bits] = rel;
   ++path.next_seq;
@@ -268,7 +283,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   congestion_->on_send(path_id, pkt.length, now);
   if (!path.rto_timer.armed()) path.last_progress = now;
   arm_path_timers(now, path);
-  return t.size() + pkt.length + trailer_len;
+  return t.size() + pkt.length + pad + wire::icrc_size;
 }
 
 bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
@@ -285,7 +300,8 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   wire::encode(data, h.data() + t.ext_offset());
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+      0, wire::compute_icrc_front_readable(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())),
+      trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   path.seq_slot[seq % wire::sack_bits] = TxPath::probe;
   ++path.next_seq;

@@ -1,11 +1,14 @@
 // Transmit descriptors: what a connection hands to whoever owns the port.
 //
 // A packet is its header bytes (in the batch's arena), a payload span that
-// points into registered application memory (never copied here), and a
-// trailer of pad + ICRC. The engine attaches the payload to an mbuf as an
-// external buffer; the simulator and tests serialize it.
+// points into registered application memory, and a trailer of pad + ICRC.
+// The engine attaches the payload to an mbuf as an external buffer; the
+// simulator and tests serialize it. Short payloads (inline_limit) are
+// copied into the arena after their headers instead, pad included: the
+// descriptor's "header" is then the whole frame but its ICRC.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -25,6 +28,18 @@ struct TxDescriptor {
 
 class TxBatch {
  public:
+  // Bytes before the first header in the arena, so that every packet's
+  // bytes before its IP header may be read (compute_icrc_front_readable).
+  static constexpr std::size_t front_slack = 32;
+  static_assert(front_slack >= wire::icrc_readable_front);
+  // Payloads up to 256 bytes are copied into the arena after their headers
+  // by default: the frame is then one buffer, whose ICRC is read in place,
+  // and the engine copies one buffer into the mbuf. A host that attaches
+  // payloads from a smaller size lowers the limit.
+  static constexpr std::size_t default_inline_limit = 256;
+  [[nodiscard]] std::size_t inline_limit() const noexcept { return inline_limit_; }
+  void set_inline_limit(std::size_t bytes) noexcept { inline_limit_ = std::min(bytes, default_inline_limit); }
+
   // Room for `n` header bytes of the next packet; valid until the next call.
   std::span<std::uint8_t> header_space(std::size_t n) {
     if (arena_.size() < used_ + n) arena_.resize(std::max(arena_.size() * 2, used_ + n));
@@ -62,12 +77,13 @@ class TxBatch {
   }
   void clear() noexcept {
     packets_.clear();
-    used_ = 0;
+    used_ = front_slack;
   }
 
  private:
   std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
-  std::size_t used_ = 0;
+  std::size_t used_ = front_slack;
+  std::size_t inline_limit_ = default_inline_limit;
   std::vector<TxDescriptor> packets_;
 };
 

@@ -76,17 +76,17 @@ constexpr DistanceTable make_distance_table() noexcept {
 }
 constexpr DistanceTable distance = make_distance_table();
 
-[[gnu::target("pclmul,sse4.1")]] inline __m128i fold(__m128i x, __m128i k) noexcept {
+[[gnu::target("pclmul,avx")]] inline __m128i fold(__m128i x, __m128i k) noexcept {
   // The low half moves by k.lo, the high half by k.hi.
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
-[[gnu::target("pclmul,sse4.1")]] inline __m128i load(const std::uint8_t* p) noexcept {
+[[gnu::target("pclmul,avx")]] inline __m128i load(const std::uint8_t* p) noexcept {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
 // 128 bits of running remainder down to the CRC register.
-[[gnu::target("pclmul,sse4.1")]] inline std::uint32_t reduce(__m128i x) noexcept {
+[[gnu::target("pclmul,avx")]] inline std::uint32_t reduce(__m128i x) noexcept {
   const __m128i k1 = _mm_set_epi64x(static_cast<long long>(k_fold1_hi), static_cast<long long>(k_fold1_lo));
   // 128 -> 64 bits: the low half moves by x^(128-32), onto the high half.
   x = _mm_xor_si128(_mm_clmulepi64_si128(x, k1, 0x10), _mm_srli_si128(x, 8));
@@ -103,7 +103,7 @@ constexpr DistanceTable distance = make_distance_table();
 }
 
 // len >= 16 and a multiple of 16; c is the running register.
-[[gnu::target("pclmul,sse4.1")]] std::uint32_t blocks_pclmul(std::uint32_t c, const std::uint8_t* p,
+[[gnu::target("pclmul,avx")]] std::uint32_t blocks_pclmul(std::uint32_t c, const std::uint8_t* p,
                                                             std::size_t len) noexcept {
   const __m128i k1 = _mm_set_epi64x(static_cast<long long>(k_fold1_hi), static_cast<long long>(k_fold1_lo));
   __m128i x = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(c)));
@@ -138,7 +138,7 @@ constexpr DistanceTable distance = make_distance_table();
 }
 
 // 16 <= len <= 16 * short_blocks, a multiple of 16.
-[[gnu::target("pclmul,sse4.1")]] std::uint32_t blocks_short(std::uint32_t c, const std::uint8_t* p,
+[[gnu::target("pclmul,avx")]] std::uint32_t blocks_short(std::uint32_t c, const std::uint8_t* p,
                                                            std::size_t len) noexcept {
   const std::size_t n = len / 16;
   const auto k = [](std::size_t d) { return _mm_load_si128(reinterpret_cast<const __m128i*>(&distance.k[2 * d])); };
@@ -157,9 +157,46 @@ constexpr DistanceTable distance = make_distance_table();
   return reduce(x);
 }
 
+// Short input at p, with the blocks that start within the patterns' reach
+// ANDed and ORed with them. Block 0 starts 16n - len bytes before p: those
+// bytes must be readable (the caller's promise); `keep` zeroes them.
+[[gnu::target("pclmul,avx")]] std::uint32_t front_masked(const std::uint8_t* p, std::size_t len,
+                                                          const FrontMasks& m) noexcept {
+  const std::size_t n = (len + 15) / 16;
+  const auto k = [](std::size_t d) { return _mm_load_si128(reinterpret_cast<const __m128i*>(&distance.k[2 * d])); };
+  const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(len) - static_cast<std::ptrdiff_t>(16 * n);
+  const auto at = [&](std::ptrdiff_t off, const std::array<std::uint8_t, FrontMasks::size>& a) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.data() + FrontMasks::before + off));
+  };
+  __m128i a = _mm_setzero_si128();
+  __m128i b = _mm_setzero_si128();
+  std::size_t i = 0;
+  // The masked blocks (the patterns reach FrontMasks::reach bytes in).
+  for (std::ptrdiff_t s = first; i < n && s < static_cast<std::ptrdiff_t>(FrontMasks::reach); ++i, s += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + s));
+    v = _mm_or_si128(_mm_and_si128(v, at(s, m.keep)), at(s, m.ones));
+    if (i + 1 == n) {
+      a = _mm_xor_si128(a, v);
+    } else {
+      a = _mm_xor_si128(a, fold(v, k(n - 1 - i)));
+    }
+  }
+  // The rest as they are, two accumulators.
+  for (; i + 2 < n; i += 2) {
+    a = _mm_xor_si128(a, fold(load(p + first + 16 * static_cast<std::ptrdiff_t>(i)), k(n - 1 - i)));
+    b = _mm_xor_si128(b, fold(load(p + first + 16 * static_cast<std::ptrdiff_t>(i + 1)), k(n - 2 - i)));
+  }
+  if (i + 1 < n) {
+    a = _mm_xor_si128(a, fold(load(p + first + 16 * static_cast<std::ptrdiff_t>(i)), k(n - 1 - i)));
+    ++i;
+  }
+  if (i < n) a = _mm_xor_si128(a, load(p + first + 16 * static_cast<std::ptrdiff_t>(i)));
+  return reduce(_mm_xor_si128(a, b));
+}
+
 bool detect_pclmul() noexcept {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx");
 }
 #else
 bool detect_pclmul() noexcept { return false; }
@@ -194,5 +231,29 @@ std::uint32_t crc32_fold(std::uint32_t crc, const std::uint8_t* p, std::size_t l
 }
 
 bool crc32_fold_uses_pclmul() noexcept { return has_pclmul(); }
+
+static_assert(crc32_fold_front_max == 16 * short_blocks);
+
+std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m) noexcept {
+#if defined(__x86_64__)
+  if (len >= 16 && len <= crc32_fold_front_max && has_pclmul()) return front_masked(p, len, m);
+#endif
+  // The byte table over the same bytes (the front reads nothing before p).
+  std::uint32_t c = 0;
+  const std::size_t lead = (16 - len % 16) % 16;
+  for (std::size_t j = 0; j < lead + len; ++j) {
+    const std::ptrdiff_t off = static_cast<std::ptrdiff_t>(j) - static_cast<std::ptrdiff_t>(lead);
+    std::uint8_t x = 0;
+    if (off >= static_cast<std::ptrdiff_t>(FrontMasks::reach) + 16) {
+      x = p[off];
+    } else {
+      const auto idx = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(FrontMasks::before) + off);
+      if (off >= 0 && m.keep[idx] != 0) x = static_cast<std::uint8_t>(p[off] & m.keep[idx]);
+      x = static_cast<std::uint8_t>(x | m.ones[idx]);
+    }
+    c = table[(c ^ x) & 0xffu] ^ (c >> 8);
+  }
+  return c;
+}
 
 }  // namespace metaroce::wire

@@ -9,10 +9,14 @@
 // (Barrett), following the method of Gopal et al., "Fast CRC Computation for
 // Generic Polynomials Using PCLMULQDQ Instruction" (Intel, 2009).
 //
-// Chosen at run time: machines without PCLMULQDQ get the byte table.
+// Chosen at run time: machines without PCLMULQDQ and AVX get the byte
+// table. AVX only for the VEX encoding of the same 128-bit instructions:
+// legacy SSE code runs at half speed here (AMD EPYC, family 26) after
+// AVX-512 code such as ISA-L's has left the upper register halves dirty.
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 
 namespace metaroce::wire {
@@ -31,5 +35,30 @@ namespace metaroce::wire {
 
 // Whether crc32_fold uses PCLMULQDQ on this machine.
 [[nodiscard]] bool crc32_fold_uses_pclmul() noexcept;
+
+// What to do to the bytes near the start of an input before they are CRCed:
+// the byte at offset o (-before <= o < reach + 16) counts as
+// (byte & keep[before + o]) | ones[before + o]. Bytes where keep is 0 need
+// not be readable by the byte-table path (the ICRC's filler is 8 such bytes
+// with ones in the last four); keep must be 0 at negative offsets, which
+// stand for the CRC's leading zeros.
+struct FrontMasks {
+  static constexpr std::size_t before = 32;
+  static constexpr std::size_t reach = 64;
+  static constexpr std::size_t size = before + reach + 32;
+  std::array<std::uint8_t, size> keep{};
+  std::array<std::uint8_t, size> ones{};
+};
+
+// The register form, from register 0, of the CRC of the `len` bytes at p,
+// FrontMasks applied. From 16 up to 512 bytes it folds with PCLMULQDQ,
+// loading 16-byte blocks that end where the input ends: the first one
+// starts up to 15 bytes before p, and those bytes must be readable (their
+// values do not matter: keep is 0 there), as must the bytes of the input
+// whose keep is 0. Longer inputs, or no PCLMULQDQ: the byte table, which
+// reads no byte whose keep is 0.
+inline constexpr std::size_t crc32_fold_front_max = 512;
+[[nodiscard]] std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len,
+                                                    const FrontMasks& m) noexcept;
 
 }  // namespace metaroce::wire

@@ -41,7 +41,51 @@ void mask_variant_fields(std::uint8_t* h, std::size_t ip_len, bool ipv6) noexcep
   bth[4] = 0xff;  // FECN, BECN and reserved bits
 }
 
+// The masks of compute_icrc_front_readable over [filler][IP header ...]:
+// the filler's 8 bytes are not read (keep 0); its last four are ones (the
+// first four cancel the register's initial ones, as above); the variant
+// fields are ones.
+constexpr FrontMasks icrc_front_masks(bool ipv6) noexcept {
+  FrontMasks m;
+  constexpr std::size_t ip = lrh_filler_size;
+  for (std::size_t o = ip; o < FrontMasks::reach + 16; ++o) m.keep[FrontMasks::before + o] = 0xff;
+  const auto one = [&m](std::size_t o, std::uint8_t bits) { m.ones[FrontMasks::before + o] |= bits; };
+  for (std::size_t o = 4; o < ip; ++o) one(o, 0xff);
+  const std::size_t ip_len = ipv6 ? ipv6_header_size : ipv4_header_size;
+  if (ipv6) {
+    one(ip + 0, 0x0f);  // traffic class high bits
+    one(ip + 1, 0xff);  // traffic class low bits, flow label
+    one(ip + 2, 0xff);
+    one(ip + 3, 0xff);
+    one(ip + 7, 0xff);  // hop limit
+  } else {
+    one(ip + 1, 0xff);   // TOS
+    one(ip + 8, 0xff);   // TTL
+    one(ip + 10, 0xff);  // header checksum
+    one(ip + 11, 0xff);
+  }
+  one(ip + ip_len + 6, 0xff);  // UDP checksum
+  one(ip + ip_len + 7, 0xff);
+  one(ip + ip_len + udp_header_size + 4, 0xff);  // BTH: FECN, BECN, reserved
+  return m;
+}
+constexpr FrontMasks front_ipv4 = icrc_front_masks(false);
+constexpr FrontMasks front_ipv6 = icrc_front_masks(true);
+static_assert(lrh_filler_size + ipv6_header_size + udp_header_size + 4 < FrontMasks::reach + 16);
+
 }  // namespace
+
+std::uint32_t compute_icrc_front_readable(ByteSpan from_ip) noexcept {
+  if (!from_ip.empty() && lrh_filler_size + from_ip.size() <= crc32_fold_front_max && crc32_fold_uses_pclmul()) {
+    const std::uint8_t first = from_ip[0];
+    const bool ipv6 = (first >> 4) == 6;
+    const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
+    if ((ipv6 || first == 0x45) && from_ip.size() >= masked_len)
+      return ~crc32_fold_front_masked(from_ip.data() - lrh_filler_size, lrh_filler_size + from_ip.size(),
+                                      ipv6 ? front_ipv6 : front_ipv4);
+  }
+  return compute_icrc(from_ip);
+}
 
 std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept {
   return crc32_gzip_refl(crc, bytes.data(), bytes.size());

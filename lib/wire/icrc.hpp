@@ -33,6 +33,14 @@ using ByteSpan = std::span<const std::uint8_t>;
   return compute_icrc(std::span<const ByteSpan>(&from_ip_to_icrc, 1));
 }
 
+// The same for a frame in one buffer whose 23 bytes before the IP header
+// are readable (an mbuf's Ethernet header and headroom, a transmit arena's
+// slack): up to 512 bytes with the plain IPv4 header or IPv6, the CRC reads
+// it in place, the filler and the variant fields' ones put in by masks as
+// each 16-byte block is loaded, with no copy. Otherwise as compute_icrc.
+inline constexpr std::size_t icrc_readable_front = 23;
+[[nodiscard]] std::uint32_t compute_icrc_front_readable(ByteSpan from_ip) noexcept;
+
 // Plain CRC-32 (IEEE, as zlib's crc32) continuing from `crc` (0 to start).
 [[nodiscard]] std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept;
 

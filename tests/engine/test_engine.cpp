@@ -220,6 +220,22 @@ TEST(EngineHosts, WritesWithEveryPayloadCopied) {
   EXPECT_EQ(lb->host_b().counters().dropped(), 0u);
 }
 
+// The transport copies short payloads next to their headers (TxBatch's
+// inline limit) unless the engine would attach them: with the threshold at
+// 64 bytes, exactly the three payloads of 64 bytes and more go out attached.
+TEST(EngineHosts, PayloadsFromTheThresholdOnAreAttachedNotInlined) {
+  LoopbackConfig c = base_config();
+  c.hosts.zero_copy_threshold = 64;
+  std::string error;
+  auto lb = Loopback::create(c, error);
+  ASSERT_TRUE(lb) << error;
+  const TransferCheck check = transfer(*lb, {1, 63, 64, 100, 255}, std::chrono::seconds(20));
+  ASSERT_TRUE(check.finished);
+  EXPECT_EQ(lb->host_a().counters().tx_zero_copy, 3u);
+  EXPECT_EQ(lb->host_b().counters().rx_linearized, 3u);
+  EXPECT_EQ(lb->host_b().counters().dropped(), 0u);
+}
+
 TEST(EngineHosts, InlineFabricLossStillVerifiesEveryByte) {
   LoopbackConfig c = base_config();
   const auto spec = fabric::parse_fabric_spec("loss 1%");
