@@ -194,13 +194,82 @@ constexpr DistanceTable distance = make_distance_table();
   return reduce(_mm_xor_si128(a, b));
 }
 
+// The same with AVX-512: four blocks per 64-byte load and per VPCLMULQDQ,
+// each lane moved by the constants of its own distance (a table in
+// descending distance, so that four neighbouring blocks read four
+// neighbouring pairs). Every block but the last is folded; the groups of
+// four start early enough to end just before it, the blocks before the
+// input being zeros. Masked loads read exactly the bytes from
+// m.kept_from on; the ones come from the pattern.
+constexpr std::size_t wide_distances = short_blocks + 4;
+struct WideTable {
+  alignas(64) std::array<std::uint64_t, 2 * wide_distances> k{};  // pair i: distance wide_distances - 1 - i
+};
+constexpr WideTable make_wide_table() noexcept {
+  WideTable t;
+  for (unsigned i = 0; i + 1 < wide_distances; ++i) {
+    const unsigned d = static_cast<unsigned>(wide_distances) - 1 - i;
+    t.k[2 * i] = fold_constant(128 * d + 32);
+    t.k[2 * i + 1] = fold_constant(128 * d - 32);
+  }
+  return t;  // the last pair (distance 0) stays zero: no lane uses it
+}
+constexpr WideTable wide = make_wide_table();
+
+[[gnu::target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,avx")]] std::uint32_t front_masked_wide(
+    const std::uint8_t* p, std::size_t len, const FrontMasks& m) noexcept {
+  const std::size_t n = (len + 15) / 16;          // blocks, the last one at len - 16
+  const std::size_t groups = (n - 1 + 3) / 4;     // of four, before the last block
+  const std::ptrdiff_t start = static_cast<std::ptrdiff_t>(len) - 16 - static_cast<std::ptrdiff_t>(64 * groups);
+  const auto kept = static_cast<std::ptrdiff_t>(m.kept_from);
+  __m512i acc = _mm512_setzero_si512();
+  // Pair index of the first lane, whose distance to the last block is 4 * groups.
+  std::size_t pair = wide_distances - 1 - 4 * groups;
+  for (std::size_t g = 0; g < groups; ++g, pair += 4) {
+    const std::ptrdiff_t at = start + static_cast<std::ptrdiff_t>(64 * g);
+    __m512i v;
+    if (at >= kept) {
+      v = _mm512_loadu_si512(p + at);
+    } else {
+      const std::ptrdiff_t skip = kept - at;
+      const __mmask64 load = skip >= 64 ? 0 : ~std::uint64_t{0} << skip;
+      v = _mm512_maskz_loadu_epi8(load, reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + at));
+    }
+    if (at < static_cast<std::ptrdiff_t>(FrontMasks::reach))
+      v = _mm512_or_si512(v, _mm512_loadu_si512(m.ones.data() + FrontMasks::before + at));
+    const __m512i k = _mm512_load_si512(&wide.k[2 * pair]);
+    acc = _mm512_ternarylogic_epi64(acc, _mm512_clmulepi64_epi128(v, k, 0x00), _mm512_clmulepi64_epi128(v, k, 0x11),
+                                    0x96);  // a ^ b ^ c
+  }
+  const std::ptrdiff_t last_at = static_cast<std::ptrdiff_t>(len) - 16;
+  __m128i last = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + last_at));
+  if (last_at < static_cast<std::ptrdiff_t>(FrontMasks::reach))
+    last = _mm_or_si128(last, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m.ones.data() + FrontMasks::before + last_at)));
+  const __m256i halves = _mm256_xor_si256(_mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xff, acc, 0), _mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xff, acc, 1));
+  const __m128i x = _mm_xor_si128(_mm_xor_si128(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1)), last);
+  return reduce(x);
+}
+
+bool detect_wide() noexcept {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx");
+}
+
 bool detect_pclmul() noexcept {
   __builtin_cpu_init();
   return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx");
 }
 #else
 bool detect_pclmul() noexcept { return false; }
+bool detect_wide() noexcept { return false; }
 #endif
+
+bool has_wide() noexcept {
+  static const bool yes = detect_wide();
+  return yes;
+}
 
 bool has_pclmul() noexcept {
   static const bool yes = detect_pclmul();  // first use, not static-init order
@@ -234,8 +303,13 @@ bool crc32_fold_uses_pclmul() noexcept { return has_pclmul(); }
 
 static_assert(crc32_fold_front_max == 16 * short_blocks);
 
-std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m) noexcept {
+bool crc32_fold_front_is_wide() noexcept { return has_wide(); }
+
+std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
+                                      FoldWidth width) noexcept {
 #if defined(__x86_64__)
+  if (len >= 32 && len <= crc32_fold_front_max && width == FoldWidth::best && has_wide())
+    return front_masked_wide(p, len, m);
   if (len >= 16 && len <= crc32_fold_front_max && has_pclmul()) return front_masked(p, len, m);
 #endif
   // The byte table over the same bytes (the front reads nothing before p).
@@ -244,7 +318,7 @@ std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, co
   for (std::size_t j = 0; j < lead + len; ++j) {
     const std::ptrdiff_t off = static_cast<std::ptrdiff_t>(j) - static_cast<std::ptrdiff_t>(lead);
     std::uint8_t x = 0;
-    if (off >= static_cast<std::ptrdiff_t>(FrontMasks::reach) + 16) {
+    if (off >= static_cast<std::ptrdiff_t>(FrontMasks::reach)) {
       x = p[off];
     } else {
       const auto idx = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(FrontMasks::before) + off);

@@ -37,28 +37,40 @@ namespace metaroce::wire {
 [[nodiscard]] bool crc32_fold_uses_pclmul() noexcept;
 
 // What to do to the bytes near the start of an input before they are CRCed:
-// the byte at offset o (-before <= o < reach + 16) counts as
-// (byte & keep[before + o]) | ones[before + o]. Bytes where keep is 0 need
-// not be readable by the byte-table path (the ICRC's filler is 8 such bytes
-// with ones in the last four); keep must be 0 at negative offsets, which
-// stand for the CRC's leading zeros.
+// the byte at offset o (-before <= o < reach) counts as
+// (byte & keep[before + o]) | ones[before + o]; bytes from `reach` on count
+// as they are (keep must be 0xff from kept_from up to the array's end, ones
+// 0 from reach on). Bytes where keep is 0 need not be readable by the
+// byte-table path (the ICRC's filler is 8 such bytes with ones in the last
+// four); keep must be 0 at negative offsets, which stand for the CRC's
+// leading zeros.
 struct FrontMasks {
-  static constexpr std::size_t before = 32;
+  static constexpr std::size_t before = 64;
   static constexpr std::size_t reach = 64;
-  static constexpr std::size_t size = before + reach + 32;
+  static constexpr std::size_t size = before + reach + 64;
   std::array<std::uint8_t, size> keep{};
   std::array<std::uint8_t, size> ones{};
+  // keep is 0 before this offset and 0xff from it on (as far as it goes):
+  // the AVX-512 fold loads exactly those bytes, with masked loads.
+  std::size_t kept_from = 0;
+};
+
+enum class FoldWidth : std::uint8_t {
+  best,    // 64-byte VPCLMULQDQ where the machine has AVX-512, else 16-byte
+  narrow,  // 16-byte PCLMULQDQ (tests check both on every machine)
 };
 
 // The register form, from register 0, of the CRC of the `len` bytes at p,
 // FrontMasks applied. From 16 up to 512 bytes it folds with PCLMULQDQ,
-// loading 16-byte blocks that end where the input ends: the first one
+// loading blocks that end where the input ends: the first 16-byte one
 // starts up to 15 bytes before p, and those bytes must be readable (their
 // values do not matter: keep is 0 there), as must the bytes of the input
 // whose keep is 0. Longer inputs, or no PCLMULQDQ: the byte table, which
 // reads no byte whose keep is 0.
 inline constexpr std::size_t crc32_fold_front_max = 512;
-[[nodiscard]] std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len,
-                                                    const FrontMasks& m) noexcept;
+[[nodiscard]] std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
+                                                    FoldWidth width = FoldWidth::best) noexcept;
+// Whether FoldWidth::best folds 64 bytes at a time here.
+[[nodiscard]] bool crc32_fold_front_is_wide() noexcept;
 
 }  // namespace metaroce::wire

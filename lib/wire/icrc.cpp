@@ -48,7 +48,8 @@ void mask_variant_fields(std::uint8_t* h, std::size_t ip_len, bool ipv6) noexcep
 constexpr FrontMasks icrc_front_masks(bool ipv6) noexcept {
   FrontMasks m;
   constexpr std::size_t ip = lrh_filler_size;
-  for (std::size_t o = ip; o < FrontMasks::reach + 16; ++o) m.keep[FrontMasks::before + o] = 0xff;
+  m.kept_from = ip;
+  for (std::size_t o = ip; o < FrontMasks::reach + 64; ++o) m.keep[FrontMasks::before + o] = 0xff;
   const auto one = [&m](std::size_t o, std::uint8_t bits) { m.ones[FrontMasks::before + o] |= bits; };
   for (std::size_t o = 4; o < ip; ++o) one(o, 0xff);
   const std::size_t ip_len = ipv6 ? ipv6_header_size : ipv4_header_size;
@@ -71,7 +72,7 @@ constexpr FrontMasks icrc_front_masks(bool ipv6) noexcept {
 }
 constexpr FrontMasks front_ipv4 = icrc_front_masks(false);
 constexpr FrontMasks front_ipv6 = icrc_front_masks(true);
-static_assert(lrh_filler_size + ipv6_header_size + udp_header_size + 4 < FrontMasks::reach + 16);
+static_assert(lrh_filler_size + ipv6_header_size + udp_header_size + 4 < FrontMasks::reach);
 
 }  // namespace
 

@@ -258,7 +258,8 @@ TEST(Icrc, FrontMaskedByteTableReadsNoMaskedOutByte) {
   std::memcpy(map + page, frame.data() + l3, covered);  // the IP header at the page's start
   // The masks the ICRC uses for IPv4 (icrc.cpp), written out again.
   FrontMasks m;
-  for (std::size_t o = 8; o < FrontMasks::reach + 16; ++o) m.keep[FrontMasks::before + o] = 0xff;
+  m.kept_from = 8;
+  for (std::size_t o = 8; o < FrontMasks::reach + 64; ++o) m.keep[FrontMasks::before + o] = 0xff;
   for (std::size_t o : {4, 5, 6, 7, 8 + 1, 8 + 8, 8 + 10, 8 + 11, 8 + 26, 8 + 27, 8 + 32}) m.ones[FrontMasks::before + o] = 0xff;
   const std::uint32_t got = ~crc32_fold_front_masked(map + page - 8, 8 + covered, m);
   munmap(map, 2 * page);
@@ -290,4 +291,40 @@ TEST(Icrc, ParserChecksInPlaceWithAReadableFront) {
     frame[len - icrc_size - 1] ^= 0x01;  // the last payload byte
     EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::bad_icrc) << "IPv" << ipv;
   }
+}
+
+// crc32_fold_front_masked both ways (the 64-byte AVX-512 fold where the
+// machine has it, and the 16-byte one) against the byte table, over every
+// length from 16 to 512 with 0 to 15 bytes skipped at the front, behind 64
+// foreign bytes; for lengths past 512 only the byte table runs.
+TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
+  std::vector<std::uint8_t> buffer(64 + crc32_fold_front_max, 0);
+  std::uint32_t x = 0x7f4a7c15u;
+  for (auto& b : buffer) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(x >> 24);
+  }
+  std::size_t mismatches = 0, checked = 0;
+  for (std::size_t len = 16; len <= crc32_fold_front_max; ++len) {
+    FrontMasks m;
+    m.kept_from = len % 16;
+    for (std::size_t o = m.kept_from; o < FrontMasks::reach + 64; ++o) m.keep[FrontMasks::before + o] = 0xff;
+    for (std::size_t o = 0; o < FrontMasks::reach; o += 1 + o % 7) {
+      x = x * 1664525u + 1013904223u;
+      m.ones[FrontMasks::before + o] = static_cast<std::uint8_t>(x >> 24);
+    }
+    const std::uint8_t* p = buffer.data() + 64;
+    std::vector<std::uint8_t> input(p, p + len);
+    for (std::size_t i = 0; i < len; ++i) {
+      if (i < FrontMasks::reach)
+        input[i] = static_cast<std::uint8_t>((input[i] & m.keep[FrontMasks::before + i]) | m.ones[FrontMasks::before + i]);
+    }
+    const std::uint32_t want = ~crc32_bytewise(0xffffffffu, input.data(), input.size());
+    checked += 2;
+    if (crc32_fold_front_masked(p, len, m, FoldWidth::best) != want) ++mismatches;
+    if (crc32_fold_front_masked(p, len, m, FoldWidth::narrow) != want) ++mismatches;
+  }
+  EXPECT_EQ(checked, 2 * (crc32_fold_front_max - 15));
+  EXPECT_EQ(mismatches, 0u);
+  RecordProperty("wide", crc32_fold_front_is_wide() ? "yes" : "no");
 }
