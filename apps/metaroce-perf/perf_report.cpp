@@ -45,7 +45,9 @@ void print_header(std::FILE* out, const PerfOptions& o) {
   std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
   std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
   std::fprintf(out, " TX depth      : %u\n", o.tx_depth);
-  std::fprintf(out, " Verify        : %s\n", o.verify ? "every byte" : "off");
+  // A server checks what each client asks it to (the client's --verify).
+  std::fprintf(out, " Verify        : %s\n",
+               o.role == PerfRole::server ? "as each client asks (its --verify)" : o.verify ? "every byte" : "off");
   if (o.role == PerfRole::loopback)
     std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
   else
