@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "transport/connection.hpp"
+#include "transport/owner_ring.hpp"
 #include "wire/header_template.hpp"
 
 namespace metaroce::transport {
@@ -74,7 +75,7 @@ class MetaroceConnection final : public Connection {
 
 
   // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
-  std::deque<std::unique_ptr<SendMessage>> send_queue_;  // in post order, until completed
+  OwnerRing<SendMessage> send_queue_;  // in post order, until completed
   // Completed messages kept for reuse, so posting allocates nothing once
   // the queue has reached its working depth (bounded by max_send_wr).
   std::vector<std::unique_ptr<SendMessage>> spare_messages_;
