@@ -143,7 +143,6 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   wire::ParsedFrame parsed;
   wire::ParseOptions options;
   options.verify_icrc = !config_.icrc_offload;
-  options.front_readable = !linearized && rte_pktmbuf_headroom(m) >= 16;
   const wire::ParseError e = wire::parse_frame(bytes, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];

@@ -294,7 +294,7 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
     const std::size_t l3 = spec.eth.size();
     std::array<std::uint8_t, 8> trailer{};
     const std::size_t trailer_len =
-        wire::build_trailer(0, wire::compute_icrc_front_readable(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
+        wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
     out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
     ++counters_.acks_sent;
   };

@@ -252,7 +252,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
     wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
     const std::size_t frame = t.size() + payload.size() + pad;
     trailer_len = wire::build_trailer(
-        0, wire::compute_icrc_front_readable(wire::ByteSpan(h.data() + t.l3_offset(), frame - t.l3_offset())),
+        0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), frame - t.l3_offset())),
         trailer);
     out.commit(frame, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   } else {
@@ -300,7 +300,7 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   wire::encode(data, h.data() + t.ext_offset());
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc_front_readable(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())),
+      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())),
       trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   path.seq_slot[seq % wire::sack_bits] = TxPath::probe;

@@ -28,10 +28,6 @@ struct TxDescriptor {
 
 class TxBatch {
  public:
-  // Bytes before the first header in the arena, so that every packet's
-  // bytes before its IP header may be read (compute_icrc_front_readable).
-  static constexpr std::size_t front_slack = 32;
-  static_assert(front_slack >= wire::icrc_readable_front);
   // Payloads up to 256 bytes are copied into the arena after their headers
   // by default: the frame is then one buffer, whose ICRC is read in place,
   // and the engine copies one buffer into the mbuf. A host that attaches
@@ -77,12 +73,12 @@ class TxBatch {
   }
   void clear() noexcept {
     packets_.clear();
-    used_ = front_slack;
+    used_ = 0;
   }
 
  private:
   std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
-  std::size_t used_ = front_slack;
+  std::size_t used_ = 0;
   std::size_t inline_limit_ = default_inline_limit;
   std::vector<TxDescriptor> packets_;
 };

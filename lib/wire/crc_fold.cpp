@@ -160,6 +160,19 @@ constexpr DistanceTable distance = make_distance_table();
 // Short input at p, with the blocks that start within the patterns' reach
 // ANDed and ORed with them. Block 0 starts 16n - len bytes before p: those
 // bytes must be readable (the caller's promise); `keep` zeroes them.
+// PSHUFB controls moving a block up by k bytes (zeros in): the 16 bytes
+// from 16 - k.
+constexpr std::array<std::uint8_t, 32> shift_up = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                                   0x80, 0x80, 0x80, 0x80, 0x80, 0,    1,    2,    3,    4,    5,
+                                                   6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
+// VPERMB indices moving 64 bytes up by k lanes: the 64 from 64 - k.
+constexpr std::array<std::uint8_t, 128> make_lane_shift() noexcept {
+  std::array<std::uint8_t, 128> t{};
+  for (std::size_t q = 0; q < t.size(); ++q) t[q] = static_cast<std::uint8_t>(q & 63);
+  return t;
+}
+constexpr std::array<std::uint8_t, 128> lane_shift = make_lane_shift();
+
 [[gnu::target("pclmul,avx")]] std::uint32_t front_masked(const std::uint8_t* p, std::size_t len,
                                                           const FrontMasks& m) noexcept {
   const std::size_t n = (len + 15) / 16;
@@ -172,8 +185,20 @@ constexpr DistanceTable distance = make_distance_table();
   __m128i b = _mm_setzero_si128();
   std::size_t i = 0;
   // The masked blocks (the patterns reach FrontMasks::reach bytes in).
+  // Blocks that start before kept_from take their bytes from a load at
+  // kept_from, shifted into place: nothing before it is read (on a
+  // receiver, the mbuf's headroom is a cache line nobody else touches).
+  const auto kept = static_cast<std::ptrdiff_t>(m.kept_from);
   for (std::ptrdiff_t s = first; i < n && s < static_cast<std::ptrdiff_t>(FrontMasks::reach); ++i, s += 16) {
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + s));
+    __m128i v;
+    if (s >= kept) {
+      v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + s));
+    } else if (kept - s >= 16) {
+      v = _mm_setzero_si128();
+    } else {
+      const __m128i from_kept = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kept));
+      v = _mm_shuffle_epi8(from_kept, _mm_loadu_si128(reinterpret_cast<const __m128i*>(shift_up.data() + 16 - (kept - s))));
+    }
     v = _mm_or_si128(_mm_and_si128(v, at(s, m.keep)), at(s, m.ones));
     if (i + 1 == n) {
       a = _mm_xor_si128(a, v);
@@ -216,7 +241,7 @@ constexpr WideTable make_wide_table() noexcept {
 }
 constexpr WideTable wide = make_wide_table();
 
-[[gnu::target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,avx")]] std::uint32_t front_masked_wide(
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512vbmi,vpclmulqdq,pclmul,avx")]] std::uint32_t front_masked_wide(
     const std::uint8_t* p, std::size_t len, const FrontMasks& m) noexcept {
   const std::size_t n = (len + 15) / 16;          // blocks, the last one at len - 16
   const std::size_t groups = (n - 1 + 3) / 4;     // of four, before the last block
@@ -230,10 +255,15 @@ constexpr WideTable wide = make_wide_table();
     __m512i v;
     if (at >= kept) {
       v = _mm512_loadu_si512(p + at);
+    } else if (kept - at >= 64) {
+      v = _mm512_setzero_si512();
     } else {
-      const std::ptrdiff_t skip = kept - at;
-      const __mmask64 load = skip >= 64 ? 0 : ~std::uint64_t{0} << skip;
-      v = _mm512_maskz_loadu_epi8(load, reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + at));
+      // The bytes from kept_from on, loaded from there (nothing before it
+      // is touched) and moved up into their lanes.
+      const auto skip = static_cast<unsigned>(kept - at);
+      const __m512i from_kept = _mm512_maskz_loadu_epi8(~std::uint64_t{0} >> skip, p + kept);
+      v = _mm512_maskz_permutexvar_epi8(~std::uint64_t{0} << skip, _mm512_loadu_si512(lane_shift.data() + 64 - skip),
+                                        from_kept);
     }
     if (at < static_cast<std::ptrdiff_t>(FrontMasks::reach))
       v = _mm512_or_si512(v, _mm512_loadu_si512(m.ones.data() + FrontMasks::before + at));
@@ -253,7 +283,8 @@ constexpr WideTable wide = make_wide_table();
 bool detect_wide() noexcept {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+         __builtin_cpu_supports("vpclmulqdq") &&
          __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx");
 }
 
@@ -308,9 +339,10 @@ bool crc32_fold_front_is_wide() noexcept { return has_wide(); }
 std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
                                       FoldWidth width) noexcept {
 #if defined(__x86_64__)
-  if (len >= 32 && len <= crc32_fold_front_max && width == FoldWidth::best && has_wide())
-    return front_masked_wide(p, len, m);
-  if (len >= 16 && len <= crc32_fold_front_max && has_pclmul()) return front_masked(p, len, m);
+  // The shifted first blocks read the 16 bytes from kept_from.
+  const bool fits = len >= m.kept_from + 16 && len >= 32 && len <= crc32_fold_front_max;
+  if (fits && width == FoldWidth::best && has_wide()) return front_masked_wide(p, len, m);
+  if (fits && has_pclmul()) return front_masked(p, len, m);
 #endif
   // The byte table over the same bytes (the front reads nothing before p).
   std::uint32_t c = 0;

@@ -160,9 +160,6 @@ struct ParseOptions {
   // Off when the frame is scattered over buffers: call compute_icrc on the
   // pieces instead.
   bool verify_icrc = true;
-  // The 16 bytes before the frame may be read (an mbuf's headroom): the
-  // ICRC check then reads the frame in place (compute_icrc_front_readable).
-  bool front_readable = false;
 };
 
 // Parses a contiguous frame. On error, `out` holds what was decoded before

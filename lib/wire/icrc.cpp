@@ -41,7 +41,7 @@ void mask_variant_fields(std::uint8_t* h, std::size_t ip_len, bool ipv6) noexcep
   bth[4] = 0xff;  // FECN, BECN and reserved bits
 }
 
-// The masks of compute_icrc_front_readable over [filler][IP header ...]:
+// The masks of the in-place ICRC over [filler][IP header ...]:
 // the filler's 8 bytes are not read (keep 0); its last four are ones (the
 // first four cancel the register's initial ones, as above); the variant
 // fields are ones.
@@ -74,25 +74,35 @@ constexpr FrontMasks front_ipv4 = icrc_front_masks(false);
 constexpr FrontMasks front_ipv6 = icrc_front_masks(true);
 static_assert(lrh_filler_size + ipv6_header_size + udp_header_size + 4 < FrontMasks::reach);
 
-}  // namespace
-
-std::uint32_t compute_icrc_front_readable(ByteSpan from_ip) noexcept {
-  if (!from_ip.empty() && lrh_filler_size + from_ip.size() <= crc32_fold_front_max && crc32_fold_uses_pclmul()) {
-    const std::uint8_t first = from_ip[0];
-    const bool ipv6 = (first >> 4) == 6;
-    const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
-    if ((ipv6 || first == 0x45) && from_ip.size() >= masked_len)
-      return ~crc32_fold_front_masked(from_ip.data() - lrh_filler_size, lrh_filler_size + from_ip.size(),
-                                      ipv6 ? front_ipv6 : front_ipv4);
-  }
-  return compute_icrc(from_ip);
+// A frame in one buffer, up to 512 bytes with the plain IPv4 header or
+// IPv6: read in place, nothing gathered.
+bool icrc_in_place(ByteSpan from_ip, std::uint32_t& icrc) noexcept {
+  if (from_ip.empty() || lrh_filler_size + from_ip.size() > crc32_fold_front_max) return false;
+  const std::uint8_t first = from_ip[0];
+  const bool ipv6 = (first >> 4) == 6;
+  const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
+  if ((!ipv6 && first != 0x45) || from_ip.size() < masked_len) return false;
+  // The filler's 8 bytes are not read (keep 0): the pointer only sets where
+  // the input starts.
+  const auto* start = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(from_ip.data()) -
+                                                            lrh_filler_size);
+  icrc = ~crc32_fold_front_masked(start, lrh_filler_size + from_ip.size(), ipv6 ? front_ipv6 : front_ipv4);
+  return true;
 }
+
+}  // namespace
 
 std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept {
   return crc32_gzip_refl(crc, bytes.data(), bytes.size());
 }
 
 std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
+  std::uint32_t icrc = 0;
+  if (pieces.size() == 1 && icrc_in_place(pieces[0], icrc)) return icrc;
+  return detail::compute_icrc_gathered(pieces);
+}
+
+std::uint32_t detail::compute_icrc_gathered(std::span<const ByteSpan> pieces) noexcept {
   std::size_t first_piece = 0;
   while (first_piece < pieces.size() && pieces[first_piece].empty()) ++first_piece;
   if (first_piece == pieces.size()) return 0;

@@ -9,10 +9,15 @@
 // byte-by-byte rules.
 //
 // The frame may be given in pieces (headers in one buffer, payload in
-// another, pad and ICRC in a third): only the masked headers (<= 88 bytes)
-// are copied, or the whole frame when it is at most 512 bytes (one CRC call
-// is cheaper than several on short inputs); the rest is read in place, the
-// pieces chained through the CRC seed.
+// another, pad and ICRC in a third). In one piece, up to 512 bytes with the
+// plain IPv4 header or IPv6 (every ACK and small message on the data path:
+// a received mbuf, a transmit arena where short payloads follow their
+// headers), it is read in place: each block loaded where it lies, the
+// filler and the variant fields' ones put in by masks, no byte before the
+// IP header read (crc_fold.hpp, crc32_fold_front_masked). Otherwise only
+// the masked headers (<= 88 bytes) are copied, or the whole frame when it
+// is at most 512 bytes; the rest is read in place, the pieces chained
+// through the CRC seed.
 #pragma once
 
 #include <cstddef>
@@ -33,13 +38,12 @@ using ByteSpan = std::span<const std::uint8_t>;
   return compute_icrc(std::span<const ByteSpan>(&from_ip_to_icrc, 1));
 }
 
-// The same for a frame in one buffer whose 23 bytes before the IP header
-// are readable (an mbuf's Ethernet header and headroom, a transmit arena's
-// slack): up to 512 bytes with the plain IPv4 header or IPv6, the CRC reads
-// it in place, the filler and the variant fields' ones put in by masks as
-// each 16-byte block is loaded, with no copy. Otherwise as compute_icrc.
-inline constexpr std::size_t icrc_readable_front = 23;
-[[nodiscard]] std::uint32_t compute_icrc_front_readable(ByteSpan from_ip) noexcept;
+namespace detail {
+// compute_icrc's way for pieces, long frames and IPv4 options: the masked
+// headers (or a whole short frame) gathered into a buffer. Tests check it
+// against the in-place way.
+[[nodiscard]] std::uint32_t compute_icrc_gathered(std::span<const ByteSpan> pieces) noexcept;
+}  // namespace detail
 
 // Plain CRC-32 (IEEE, as zlib's crc32) continuing from `crc` (0 to start).
 [[nodiscard]] std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept;

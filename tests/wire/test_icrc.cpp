@@ -188,10 +188,16 @@ TEST(Icrc, FoldingCrcMatchesIsaLOnEveryLength) {
 // The ICRC against a reference written from the spec alone (filler, masked
 // copy, CRC by the byte table), for IPv4 and IPv6 frames with payloads of
 // every length from 0 to 600 bytes (both sides of the 512-byte switch from
-// our fold to ISA-L), whole, in place behind bytes that are not the frame's
-// (compute_icrc_front_readable), and in the transmit path's pieces
+// our fold to ISA-L), whole (read in place, also right behind an
+// inaccessible page, and gathered), and in the transmit path's pieces
 // (headers, payload, pad) cut again at every 13th byte.
 TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
+  constexpr std::size_t page = 4096;
+  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map, page, PROT_NONE), 0);
+  std::uint8_t* const guarded_page = map + page;
   std::vector<std::uint8_t> payload(600);
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = metaroce::test::payload_byte(i);
   std::size_t mismatches = 0, checked = 0;
@@ -219,12 +225,13 @@ TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
       ip[ip_len + 6] = ip[ip_len + 7] = 0xff;
       ip[ip_len + 8 + 4] = 0xff;
       const std::uint32_t want = crc32_bytewise(0, masked.data(), masked.size());
-      checked += 2;
+      checked += 3;
+      // In place: the frame at the start of a page after an inaccessible
+      // one, so reading a byte before its IP header would crash.
+      std::memcpy(guarded_page, covered.data(), covered.size());
+      if (compute_icrc(ByteSpan(guarded_page, covered.size())) != want) ++mismatches;
       if (compute_icrc(covered) != want) ++mismatches;
-      // In place, with bytes that are not the frame's in front of it.
-      std::vector<std::uint8_t> fronted(icrc_readable_front, 0xa5);
-      fronted.insert(fronted.end(), covered.begin(), covered.end());
-      if (compute_icrc_front_readable(ByteSpan(fronted).subspan(icrc_readable_front)) != want) ++mismatches;
+      if (detail::compute_icrc_gathered(std::span<const ByteSpan>(&covered, 1)) != want) ++mismatches;
       const std::size_t headers = covered.size() - len - pad_for(len);
       for (std::size_t cut = 0; cut <= headers; cut += 13) {
         const std::array<ByteSpan, 4> pieces = {covered.first(cut), covered.subspan(cut, headers - cut),
@@ -234,6 +241,7 @@ TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
       }
     }
   }
+  munmap(map, 2 * page);
   EXPECT_GT(checked, 10000u);
   EXPECT_EQ(mismatches, 0u);
 }
@@ -266,11 +274,9 @@ TEST(Icrc, FrontMaskedByteTableReadsNoMaskedOutByte) {
   EXPECT_EQ(got, load_le32(frame.data() + l3 + covered));
 }
 
-// The parser's in-place check (ParseOptions::front_readable, set by the
-// engine for mbufs with headroom): a frame behind 16 foreign bytes parses;
-// a changed payload byte is caught; a changed TTL (a variant field) is not
-// an error.
-TEST(Icrc, ParserChecksInPlaceWithAReadableFront) {
+// The parser's check, in place: a frame parses; a changed TTL or hop
+// limit (a variant field) is not an error; a changed payload byte is.
+TEST(Icrc, ParserChecksTheIcrcInPlace) {
   for (int ipv : {4, 6}) {
     const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, ipv, false);
     std::vector<std::uint8_t> payload(64);
@@ -280,7 +286,6 @@ TEST(Icrc, ParserChecksInPlaceWithAReadableFront) {
     ASSERT_GT(len, 0u);
     const std::span<std::uint8_t> frame = std::span<std::uint8_t>(buffer).subspan(16, len);
     ParseOptions options;
-    options.front_readable = true;
     ParsedFrame parsed;
     EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::ok) << "IPv" << ipv;
     const std::size_t ip = spec.eth.size();
@@ -295,14 +300,18 @@ TEST(Icrc, ParserChecksInPlaceWithAReadableFront) {
 
 // crc32_fold_front_masked both ways (the 64-byte AVX-512 fold where the
 // machine has it, and the 16-byte one) against the byte table, over every
-// length from 16 to 512 with 0 to 15 bytes skipped at the front, behind 64
-// foreign bytes; for lengths past 512 only the byte table runs.
+// length from 16 to 512 with 0 to 15 bytes not read at the front (they sit
+// on an inaccessible page); for lengths past 512 only the byte table runs.
 TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
-  std::vector<std::uint8_t> buffer(64 + crc32_fold_front_max, 0);
+  constexpr std::size_t page = 4096;
+  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map, page, PROT_NONE), 0);
   std::uint32_t x = 0x7f4a7c15u;
-  for (auto& b : buffer) {
+  for (std::size_t i = 0; i < page; ++i) {
     x = x * 1664525u + 1013904223u;
-    b = static_cast<std::uint8_t>(x >> 24);
+    map[page + i] = static_cast<std::uint8_t>(x >> 24);
   }
   std::size_t mismatches = 0, checked = 0;
   for (std::size_t len = 16; len <= crc32_fold_front_max; ++len) {
@@ -313,8 +322,11 @@ TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
       x = x * 1664525u + 1013904223u;
       m.ones[FrontMasks::before + o] = static_cast<std::uint8_t>(x >> 24);
     }
-    const std::uint8_t* p = buffer.data() + 64;
-    std::vector<std::uint8_t> input(p, p + len);
+    // The first kept byte opens the readable page: the bytes before it
+    // (keep 0) sit on the inaccessible one, and reading one would crash.
+    const auto* p = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(map + page) - m.kept_from);
+    std::vector<std::uint8_t> input(len, 0);
+    std::memcpy(input.data() + m.kept_from, map + page, len - m.kept_from);
     for (std::size_t i = 0; i < len; ++i) {
       if (i < FrontMasks::reach)
         input[i] = static_cast<std::uint8_t>((input[i] & m.keep[FrontMasks::before + i]) | m.ones[FrontMasks::before + i]);
@@ -324,6 +336,7 @@ TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
     if (crc32_fold_front_masked(p, len, m, FoldWidth::best) != want) ++mismatches;
     if (crc32_fold_front_masked(p, len, m, FoldWidth::narrow) != want) ++mismatches;
   }
+  munmap(map, 2 * page);
   EXPECT_EQ(checked, 2 * (crc32_fold_front_max - 15));
   EXPECT_EQ(mismatches, 0u);
   RecordProperty("wide", crc32_fold_front_is_wide() ? "yes" : "no");
