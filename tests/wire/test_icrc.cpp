@@ -19,6 +19,32 @@ namespace {
 
 using namespace metaroce::wire;
 
+// A readable page right after an inaccessible one: bytes copied to its
+// start have nothing readable before them, so a read one byte early crashes.
+class AfterGuardPage {
+ public:
+  static constexpr std::size_t size = 4096;
+  AfterGuardPage() {
+    void* m = mmap(nullptr, 2 * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    map_ = static_cast<std::uint8_t*>(m);
+    if (mprotect(map_, size, PROT_NONE) != 0) {
+      munmap(map_, 2 * size);
+      map_ = nullptr;
+    }
+  }
+  ~AfterGuardPage() {
+    if (map_ != nullptr) munmap(map_, 2 * size);
+  }
+  AfterGuardPage(const AfterGuardPage&) = delete;
+  AfterGuardPage& operator=(const AfterGuardPage&) = delete;
+  [[nodiscard]] bool ok() const noexcept { return map_ != nullptr; }
+  [[nodiscard]] std::uint8_t* page() const noexcept { return map_ + size; }
+
+ private:
+  std::uint8_t* map_ = nullptr;
+};
+
 std::vector<std::uint8_t> from_hex(std::string_view hex) {
   std::vector<std::uint8_t> out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
@@ -192,12 +218,9 @@ TEST(Icrc, FoldingCrcMatchesIsaLOnEveryLength) {
 // inaccessible page, and gathered), and in the transmit path's pieces
 // (headers, payload, pad) cut again at every 13th byte.
 TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
-  constexpr std::size_t page = 4096;
-  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(map, MAP_FAILED);
-  ASSERT_EQ(mprotect(map, page, PROT_NONE), 0);
-  std::uint8_t* const guarded_page = map + page;
+  const AfterGuardPage guarded;
+  ASSERT_TRUE(guarded.ok());
+  std::uint8_t* const guarded_page = guarded.page();
   std::vector<std::uint8_t> payload(600);
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = metaroce::test::payload_byte(i);
   std::size_t mismatches = 0, checked = 0;
@@ -241,7 +264,6 @@ TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
       }
     }
   }
-  munmap(map, 2 * page);
   EXPECT_GT(checked, 10000u);
   EXPECT_EQ(mismatches, 0u);
 }
@@ -250,11 +272,8 @@ TEST(Icrc, EveryLengthAndSplitMatchesTheSpec) {
 // PCLMULQDQ) reads no byte whose keep is 0: here the filler's 8 bytes sit
 // on an inaccessible page, and the result is the spec's.
 TEST(Icrc, FrontMaskedByteTableReadsNoMaskedOutByte) {
-  constexpr std::size_t page = 4096;
-  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(map, MAP_FAILED);
-  ASSERT_EQ(mprotect(map, page, PROT_NONE), 0);
+  const AfterGuardPage guarded;
+  ASSERT_TRUE(guarded.ok());
   const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 4, false);
   std::vector<std::uint8_t> payload(600, 0x3c);
   std::vector<std::uint8_t> frame(payload.size() + 256);
@@ -263,14 +282,13 @@ TEST(Icrc, FrontMaskedByteTableReadsNoMaskedOutByte) {
   const std::size_t l3 = spec.eth.size();
   const std::size_t covered = frame.size() - l3 - icrc_size;
   ASSERT_GT(8 + covered, crc32_fold_front_max) << "long enough for the byte table";
-  std::memcpy(map + page, frame.data() + l3, covered);  // the IP header at the page's start
+  std::memcpy(guarded.page(), frame.data() + l3, covered);  // the IP header at the page's start
   // The masks the ICRC uses for IPv4 (icrc.cpp), written out again.
   FrontMasks m;
   m.kept_from = 8;
   for (std::size_t o = 8; o < FrontMasks::reach + 64; ++o) m.keep[FrontMasks::before + o] = 0xff;
   for (std::size_t o : {4, 5, 6, 7, 8 + 1, 8 + 8, 8 + 10, 8 + 11, 8 + 26, 8 + 27, 8 + 32}) m.ones[FrontMasks::before + o] = 0xff;
-  const std::uint32_t got = ~crc32_fold_front_masked(map + page - 8, 8 + covered, m);
-  munmap(map, 2 * page);
+  const std::uint32_t got = ~crc32_fold_front_masked(guarded.page() - 8, 8 + covered, m);
   EXPECT_EQ(got, load_le32(frame.data() + l3 + covered));
 }
 
@@ -303,15 +321,12 @@ TEST(Icrc, ParserChecksTheIcrcInPlace) {
 // length from 16 to 512 with 0 to 15 bytes not read at the front (they sit
 // on an inaccessible page); for lengths past 512 only the byte table runs.
 TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
-  constexpr std::size_t page = 4096;
-  auto* map = static_cast<std::uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(map, MAP_FAILED);
-  ASSERT_EQ(mprotect(map, page, PROT_NONE), 0);
+  const AfterGuardPage guarded;
+  ASSERT_TRUE(guarded.ok());
   std::uint32_t x = 0x7f4a7c15u;
-  for (std::size_t i = 0; i < page; ++i) {
+  for (std::size_t i = 0; i < AfterGuardPage::size; ++i) {
     x = x * 1664525u + 1013904223u;
-    map[page + i] = static_cast<std::uint8_t>(x >> 24);
+    guarded.page()[i] = static_cast<std::uint8_t>(x >> 24);
   }
   std::size_t mismatches = 0, checked = 0;
   for (std::size_t len = 16; len <= crc32_fold_front_max; ++len) {
@@ -324,9 +339,9 @@ TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
     }
     // The first kept byte opens the readable page: the bytes before it
     // (keep 0) sit on the inaccessible one, and reading one would crash.
-    const auto* p = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(map + page) - m.kept_from);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(guarded.page()) - m.kept_from);
     std::vector<std::uint8_t> input(len, 0);
-    std::memcpy(input.data() + m.kept_from, map + page, len - m.kept_from);
+    std::memcpy(input.data() + m.kept_from, guarded.page(), len - m.kept_from);
     for (std::size_t i = 0; i < len; ++i) {
       if (i < FrontMasks::reach)
         input[i] = static_cast<std::uint8_t>((input[i] & m.keep[FrontMasks::before + i]) | m.ones[FrontMasks::before + i]);
@@ -336,7 +351,6 @@ TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
     if (crc32_fold_front_masked(p, len, m, FoldWidth::best) != want) ++mismatches;
     if (crc32_fold_front_masked(p, len, m, FoldWidth::narrow) != want) ++mismatches;
   }
-  munmap(map, 2 * page);
   EXPECT_EQ(checked, 2 * (crc32_fold_front_max - 15));
   EXPECT_EQ(mismatches, 0u);
   RecordProperty("wide", crc32_fold_front_is_wide() ? "yes" : "no");
