@@ -158,8 +158,8 @@ constexpr DistanceTable distance = make_distance_table();
 }
 
 // Short input at p, with the blocks that start within the patterns' reach
-// ANDed and ORed with them. Block 0 starts 16n - len bytes before p: those
-// bytes must be readable (the caller's promise); `keep` zeroes them.
+// ANDed and ORed with them. Block 0 starts 16n - len bytes before p, as if
+// behind leading zeros; no byte before p + kept_from is read.
 // PSHUFB controls moving a block up by k bytes (zeros in): the 16 bytes
 // from 16 - k.
 constexpr std::array<std::uint8_t, 32> shift_up = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
@@ -224,8 +224,10 @@ constexpr std::array<std::uint8_t, 128> lane_shift = make_lane_shift();
 // descending distance, so that four neighbouring blocks read four
 // neighbouring pairs). Every block but the last is folded; the groups of
 // four start early enough to end just before it, the blocks before the
-// input being zeros. Masked loads read exactly the bytes from
-// m.kept_from on; the ones come from the pattern.
+// input being zeros. Nothing before m.kept_from is read (a group that
+// starts before it is loaded from there and its lanes moved up); the ones
+// come from the pattern, which has no zeros to AND in (keep is 0xff from
+// kept_from on).
 constexpr std::size_t wide_distances = short_blocks + 4;
 struct WideTable {
   alignas(64) std::array<std::uint64_t, 2 * wide_distances> k{};  // pair i: distance wide_distances - 1 - i

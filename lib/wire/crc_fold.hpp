@@ -39,19 +39,17 @@ namespace metaroce::wire {
 // What to do to the bytes near the start of an input before they are CRCed:
 // the byte at offset o (-before <= o < reach) counts as
 // (byte & keep[before + o]) | ones[before + o]; bytes from `reach` on count
-// as they are (keep must be 0xff from kept_from up to the array's end, ones
-// 0 from reach on). Bytes where keep is 0 need not be readable by the
-// byte-table path (the ICRC's filler is 8 such bytes with ones in the last
-// four); keep must be 0 at negative offsets, which stand for the CRC's
-// leading zeros.
+// as they are. keep is 0 before kept_from (those bytes are never read: the
+// ICRC's filler is 8 such bytes, with ones in the last four) and 0xff from
+// it up to the array's end; ones is 0 from reach on; negative offsets
+// stand for the CRC's leading zeros.
 struct FrontMasks {
   static constexpr std::size_t before = 64;
   static constexpr std::size_t reach = 64;
   static constexpr std::size_t size = before + reach + 64;
   std::array<std::uint8_t, size> keep{};
   std::array<std::uint8_t, size> ones{};
-  // keep is 0 before this offset and 0xff from it on (as far as it goes):
-  // the AVX-512 fold loads exactly those bytes, with masked loads.
+  // The first byte read (see keep).
   std::size_t kept_from = 0;
 };
 
@@ -61,12 +59,11 @@ enum class FoldWidth : std::uint8_t {
 };
 
 // The register form, from register 0, of the CRC of the `len` bytes at p,
-// FrontMasks applied. From 16 up to 512 bytes it folds with PCLMULQDQ,
-// loading blocks that end where the input ends: the first 16-byte one
-// starts up to 15 bytes before p, and those bytes must be readable (their
-// values do not matter: keep is 0 there), as must the bytes of the input
-// whose keep is 0. Longer inputs, or no PCLMULQDQ: the byte table, which
-// reads no byte whose keep is 0.
+// FrontMasks applied, reading only the bytes from p + kept_from to p + len.
+// From kept_from + 16 (and 32) up to 512 bytes it folds 16-byte blocks that
+// end where the input ends, with PCLMULQDQ, or four at a time with AVX-512
+// (BW, VL, VBMI, VPCLMULQDQ); a block that starts before kept_from is
+// loaded from there and shifted into place. Otherwise the byte table.
 inline constexpr std::size_t crc32_fold_front_max = 512;
 [[nodiscard]] std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
                                                     FoldWidth width = FoldWidth::best) noexcept;
