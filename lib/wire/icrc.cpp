@@ -20,8 +20,9 @@ constexpr std::size_t scratch_size = 512;
 static_assert(max_masked_size <= scratch_size);
 
 // Sets the fields the ICRC treats as variant to all ones; `h` starts at the
-// IP header and holds ip_len + UDP + BTH bytes.
-void mask_variant_fields(std::uint8_t* h, std::size_t ip_len, bool ipv6) noexcept {
+// IP header and holds ip_len + UDP + BTH bytes. (Applied to zeros, it also
+// gives the in-place way its pattern of ones.)
+constexpr void mask_variant_fields(std::uint8_t* h, std::size_t ip_len, bool ipv6) noexcept {
   if (ipv6) {
     h[0] |= 0x0f;  // low nibble of byte 0: traffic class high bits
     h[1] = 0xff;
@@ -50,24 +51,8 @@ constexpr FrontMasks icrc_front_masks(bool ipv6) noexcept {
   constexpr std::size_t ip = lrh_filler_size;
   m.kept_from = ip;
   for (std::size_t o = ip; o < FrontMasks::reach + 64; ++o) m.keep[FrontMasks::before + o] = 0xff;
-  const auto one = [&m](std::size_t o, std::uint8_t bits) { m.ones[FrontMasks::before + o] |= bits; };
-  for (std::size_t o = 4; o < ip; ++o) one(o, 0xff);
-  const std::size_t ip_len = ipv6 ? ipv6_header_size : ipv4_header_size;
-  if (ipv6) {
-    one(ip + 0, 0x0f);  // traffic class high bits
-    one(ip + 1, 0xff);  // traffic class low bits, flow label
-    one(ip + 2, 0xff);
-    one(ip + 3, 0xff);
-    one(ip + 7, 0xff);  // hop limit
-  } else {
-    one(ip + 1, 0xff);   // TOS
-    one(ip + 8, 0xff);   // TTL
-    one(ip + 10, 0xff);  // header checksum
-    one(ip + 11, 0xff);
-  }
-  one(ip + ip_len + 6, 0xff);  // UDP checksum
-  one(ip + ip_len + 7, 0xff);
-  one(ip + ip_len + udp_header_size + 4, 0xff);  // BTH: FECN, BECN, reserved
+  for (std::size_t o = 4; o < ip; ++o) m.ones[FrontMasks::before + o] = 0xff;
+  mask_variant_fields(m.ones.data() + FrontMasks::before + ip, ipv6 ? ipv6_header_size : ipv4_header_size, ipv6);
   return m;
 }
 constexpr FrontMasks front_ipv4 = icrc_front_masks(false);
