@@ -346,7 +346,7 @@ std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, co
   if (fits && width == FoldWidth::best && has_wide()) return front_masked_wide(p, len, m);
   if (fits && has_pclmul()) return front_masked(p, len, m);
 #endif
-  // The byte table over the same bytes (the front reads nothing before p).
+  // The byte table over the same bytes, reading none whose keep is 0.
   std::uint32_t c = 0;
   const std::size_t lead = (16 - len % 16) % 16;
   for (std::size_t j = 0; j < lead + len; ++j) {

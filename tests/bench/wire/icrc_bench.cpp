@@ -27,12 +27,9 @@ Frame make_frame(std::size_t payload_len) {
   const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 4, false);
   std::vector<std::uint8_t> payload(payload_len, 0x5a);
   Frame f;
-  // 16 bytes in front of the frame, like an mbuf's headroom.
-  constexpr std::size_t front = 16;
-  f.bytes.resize(front + headers_size(spec) + payload_len + 8);
-  f.bytes.resize(front + build_frame(spec, payload, std::span<std::uint8_t>(f.bytes).subspan(front)));
-  f.covered = ByteSpan(f.bytes.data() + front + ethernet_header_size,
-                       f.bytes.size() - front - ethernet_header_size - icrc_size);
+  f.bytes.resize(headers_size(spec) + payload_len + 8);
+  f.bytes.resize(build_frame(spec, payload, f.bytes));
+  f.covered = ByteSpan(f.bytes.data() + ethernet_header_size, f.bytes.size() - ethernet_header_size - icrc_size);
   return f;
 }
 
