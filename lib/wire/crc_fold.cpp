@@ -269,7 +269,7 @@ constexpr WideTable wide = make_wide_table();
     }
     if (at < static_cast<std::ptrdiff_t>(FrontMasks::reach))
       v = _mm512_or_si512(v, _mm512_loadu_si512(m.ones.data() + FrontMasks::before + at));
-    const __m512i k = _mm512_load_si512(&wide.k[2 * pair]);
+    const __m512i k = _mm512_loadu_si512(&wide.k[2 * pair]);  // 16-byte aligned only
     acc = _mm512_ternarylogic_epi64(acc, _mm512_clmulepi64_epi128(v, k, 0x00), _mm512_clmulepi64_epi128(v, k, 0x11),
                                     0x96);  // a ^ b ^ c
   }
