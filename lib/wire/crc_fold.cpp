@@ -229,8 +229,9 @@ constexpr std::array<std::uint8_t, 128> lane_shift = make_lane_shift();
 // come from the pattern, which has no zeros to AND in (keep is 0xff from
 // kept_from on).
 constexpr std::size_t wide_distances = short_blocks + 4;
+// Read four pairs at a time, unaligned: a group starts on any pair.
 struct WideTable {
-  alignas(64) std::array<std::uint64_t, 2 * wide_distances> k{};  // pair i: distance wide_distances - 1 - i
+  alignas(16) std::array<std::uint64_t, 2 * wide_distances> k{};  // pair i: distance wide_distances - 1 - i
 };
 constexpr WideTable make_wide_table() noexcept {
   WideTable t;
