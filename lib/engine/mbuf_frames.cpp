@@ -58,6 +58,7 @@ std::unique_ptr<TxMbufBuilder> TxMbufBuilder::create(const TxMbufSetup& setup, s
   const std::uint16_t room = setup.data_room != 0 ? setup.data_room : std::uint16_t{9216 + RTE_PKTMBUF_HEADROOM};
   b->frames_ = make_pool(setup.name + "_frm", setup.mbufs, room, setup.socket, error);
   if (b->frames_ == nullptr) return nullptr;
+  b->max_copied_ = std::min<std::size_t>(rte_pktmbuf_data_room_size(b->frames_) - RTE_PKTMBUF_HEADROOM, 65535);
   // Attaching needs IOVA = VA (the address in the descriptor is what the
   // device reads) and a port that chains mbufs; otherwise we copy.
   b->zero_copy_ = setup.multi_segment_tx && setup.zero_copy_threshold != zero_copy_never &&
@@ -83,25 +84,40 @@ TxMbufBuilder::~TxMbufBuilder() {
 
 namespace {
 
-// rte_pktmbuf_alloc without writing the mbuf's second cache line when it
-// already holds the reset values (a pool's mbufs have next == NULL by
-// DPDK's rule, and nothing here sets tx_offload). Over net_ring the
-// receiving lcore read that line when it freed the mbuf: writing it anyway
-// costs a cross-core invalidation per frame.
-rte_mbuf* alloc_frame(rte_mempool* pool) noexcept {
+// Stores a field only when its value changes: a store to a line another
+// lcore has read takes that line back from it (an invalidation across
+// cores), a load that finds the value already there does not.
+template <class Field, class Value>
+inline void store_if_changed(Field& field, Value value) noexcept {
+  if (field != static_cast<Field>(value)) field = static_cast<Field>(value);
+}
+
+// rte_pktmbuf_alloc followed by rte_pktmbuf_append(len), writing none of the
+// mbuf's fields that already hold the values wanted. Over net_ring the
+// receiving lcore read both lines of the mbuf when it freed it; an mbuf that
+// carried a frame of the same length last time (every frame of a stream of
+// equal messages) gets no store at all, and neither line crosses back. A
+// pool's mbufs have next == NULL and one segment by DPDK's rule, and nothing
+// here sets tx_offload. Null when the pool is empty or len does not fit.
+rte_mbuf* alloc_frame(rte_mempool* pool, std::uint16_t len) noexcept {
   rte_mbuf* m = rte_mbuf_raw_alloc(pool);
   if (m == nullptr) return nullptr;
-  if (m->next != nullptr) m->next = nullptr;
-  if (m->tx_offload != 0) m->tx_offload = 0;
-  m->pkt_len = 0;
-  m->vlan_tci = 0;
-  m->vlan_tci_outer = 0;
-  m->nb_segs = 1;
-  m->port = RTE_MBUF_PORT_INVALID;
-  m->ol_flags &= RTE_MBUF_F_EXTERNAL;
-  m->packet_type = 0;
-  rte_pktmbuf_reset_headroom(m);
-  m->data_len = 0;
+  const auto headroom = static_cast<std::uint16_t>(std::min<std::uint32_t>(RTE_PKTMBUF_HEADROOM, m->buf_len));
+  if (len > m->buf_len - headroom) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  store_if_changed(m->next, nullptr);
+  store_if_changed(m->tx_offload, 0);
+  store_if_changed(m->pkt_len, len);
+  store_if_changed(m->vlan_tci, 0);
+  store_if_changed(m->vlan_tci_outer, 0);
+  store_if_changed(m->nb_segs, 1);
+  store_if_changed(m->port, RTE_MBUF_PORT_INVALID);
+  store_if_changed(m->ol_flags, m->ol_flags & RTE_MBUF_F_EXTERNAL);
+  store_if_changed(m->packet_type, 0);
+  store_if_changed(m->data_off, headroom);
+  store_if_changed(m->data_len, len);
   return m;
 }
 
@@ -109,14 +125,11 @@ rte_mbuf* alloc_frame(rte_mempool* pool) noexcept {
 
 TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const transport::TxDescriptor& d,
                                   rte_mbuf*& out) noexcept {
-  rte_mbuf* m = alloc_frame(frames_);
-  if (m == nullptr) return TxBuild::mempool_empty;
   const std::size_t len = header.size() + d.payload.size() + d.trailer_len;
-  char* p = rte_pktmbuf_append(m, static_cast<std::uint16_t>(std::min<std::size_t>(len, 65535)));
-  if (p == nullptr || len > 65535) {
-    rte_pktmbuf_free(m);
-    return TxBuild::too_large;
-  }
+  if (len > max_copied_frame()) return TxBuild::too_large;
+  rte_mbuf* m = alloc_frame(frames_, static_cast<std::uint16_t>(len));
+  if (m == nullptr) return TxBuild::mempool_empty;
+  char* p = rte_pktmbuf_mtod(m, char*);
   wire::copy_bytes(p, header.data(), header.size());
   if (!d.payload.empty()) wire::copy_bytes(p + header.size(), d.payload.data(), d.payload.size());
   wire::copy_bytes(p + header.size() + d.payload.size(), d.trailer.data(), d.trailer_len);
@@ -152,10 +165,6 @@ TxBuild TxMbufBuilder::build(const transport::TxBatch& batch, std::size_t i, rte
   rte_pktmbuf_chain(head, tail);
   out = head;
   return TxBuild::zero_copy;
-}
-
-std::size_t TxMbufBuilder::max_copied_frame() const noexcept {
-  return std::min<std::size_t>(rte_pktmbuf_data_room_size(frames_) - RTE_PKTMBUF_HEADROOM, 65535);
 }
 
 rte_mbuf* TxMbufBuilder::copy_frame(std::span<const std::uint8_t> frame) noexcept {

@@ -58,7 +58,7 @@ class TxMbufBuilder {
   rte_mbuf* copy_frame(std::span<const std::uint8_t> frame) noexcept;
 
   // The largest frame build() copies, or copy_frame takes, into one mbuf.
-  [[nodiscard]] std::size_t max_copied_frame() const noexcept;
+  [[nodiscard]] std::size_t max_copied_frame() const noexcept { return max_copied_; }
   [[nodiscard]] bool zero_copy_enabled() const noexcept { return zero_copy_; }
   [[nodiscard]] std::uint32_t zero_copy_threshold() const noexcept { return threshold_; }
 
@@ -70,6 +70,7 @@ class TxMbufBuilder {
   rte_mempool* small_ = nullptr;   // header and trailer segments of a chain
   rte_mempool* attach_ = nullptr;  // no data room: carry an external buffer
   rte_mbuf_ext_shared_info* shared_info_ = nullptr;  // process lifetime (see .cpp)
+  std::size_t max_copied_ = 0;
   std::uint32_t threshold_ = zero_copy_never;
   bool zero_copy_ = false;
 };
