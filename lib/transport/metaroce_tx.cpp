@@ -244,23 +244,19 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   if (with_imm) wire::store_be32(ext, r.imm);
 
   const wire::ByteSpan payload(r.local_addr == nullptr ? nullptr : r.local_addr + pkt.offset, pkt.length);
-  std::array<std::uint8_t, 8> trailer{};
-  std::size_t trailer_len = 0;
   if (inline_payload) {
     std::uint8_t* at = h.data() + t.size();
     if (!payload.empty()) wire::copy_bytes(at, payload.data(), payload.size());
     wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
-    const std::size_t frame = t.size() + payload.size() + pad;
-    trailer_len = wire::build_trailer(
-        0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), frame - t.l3_offset())),
-        trailer);
-    out.commit(frame, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    // Its ICRC is computed with the rest of the burst's when poll() ends.
+    out.commit_unsealed(t.size() + payload.size() + pad, t.l3_offset());
   } else {
     static constexpr std::array<std::uint8_t, 4> zeros{};
     const std::array<wire::ByteSpan, 3> pieces = {
         wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
         wire::ByteSpan(zeros.data(), pad)};
-    trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+    std::array<std::uint8_t, 8> trailer{};
+    const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
     out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   }
 
@@ -358,6 +354,7 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     if (!next_new_packet(rel)) break;
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
+  out.seal(start);
   wants_poll_ = out.size() - start >= burst_limit;
 }
 

@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "wire/byte_order.hpp"
+#include "wire/headers.hpp"
 #include "wire/icrc.hpp"
 
 namespace metaroce::transport {
@@ -24,6 +26,10 @@ struct TxDescriptor {
   wire::ByteSpan payload{};
   std::array<std::uint8_t, 8> trailer{};
   std::uint8_t trailer_len = 0;
+  // Set by commit_unsealed until seal() computes the ICRC: its bytes are
+  // the arena's from header_offset + icrc_from to header_offset + header_len.
+  bool unsealed = false;
+  std::uint16_t icrc_from = 0;
 };
 
 class TxBatch {
@@ -51,6 +57,34 @@ class TxBatch {
     d.trailer_len = static_cast<std::uint8_t>(trailer.size());
     used_ += header_len;
     packets_.push_back(d);
+  }
+
+  // Adds a packet that is whole in the arena (headers, inline payload, pad:
+  // `frame_len` bytes) but for its ICRC, computed over its bytes from
+  // `icrc_from` (the IP header) by seal(). Computing the ICRCs of a burst
+  // one after the other, with nothing in between, lets the CPU overlap
+  // their folds: each alone is a chain of dependent multiplies.
+  void commit_unsealed(std::size_t frame_len, std::size_t icrc_from) {
+    TxDescriptor d;
+    d.header_offset = static_cast<std::uint32_t>(used_);
+    d.header_len = static_cast<std::uint32_t>(frame_len);
+    d.unsealed = true;
+    d.icrc_from = static_cast<std::uint16_t>(icrc_from);
+    used_ += frame_len;
+    packets_.push_back(d);
+  }
+  // Computes the ICRC of every unsealed packet from index `from` on. Whoever
+  // commits unsealed packets seals them before the batch leaves its hands.
+  void seal(std::size_t from) noexcept {
+    for (std::size_t i = from; i < packets_.size(); ++i) {
+      TxDescriptor& d = packets_[i];
+      if (!d.unsealed) continue;
+      const std::uint8_t* frame = arena_.data() + d.header_offset;
+      const std::uint32_t icrc = wire::compute_icrc(wire::ByteSpan(frame + d.icrc_from, d.header_len - d.icrc_from));
+      wire::store_le32(d.trailer.data(), icrc);
+      d.trailer_len = wire::icrc_size;
+      d.unsealed = false;
+    }
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return packets_.size(); }
