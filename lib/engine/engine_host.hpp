@@ -119,7 +119,7 @@ class alignas(64) EngineHost {
   bool release_held();
   void idle(bool nothing_done);
 
-  static constexpr std::uint16_t burst_size = 32;
+  static constexpr std::uint16_t burst_size = 64;
 
   EngineHostConfig config_;
   TscClock clock_;

@@ -176,7 +176,10 @@ TEST_P(PortStopStart, TransferCompletesAndEveryStoppedTurnAndFrameIsCounted) {
   Port& stopped = c.side == Stopped::sender ? *p.port_a : *p.port_b;
   const EngineHost& host_a = *p.host_a;
   const EngineHost& host_b = *p.host_b;
-  constexpr int settle_turns = 50;  // the stopped side's last frames and ACKs find their place
+  // The stopped side's last frames and ACKs find their place: at least
+  // this many turns and this long (a delayed ACK waits ack_delay, 4 us).
+  constexpr int settle_turns = 50;
+  constexpr std::uint64_t settle_ns = 1'000'000;
   constexpr int stopped_turns = 200;
 
   std::uint64_t flushed = 0;
@@ -186,6 +189,12 @@ TEST_P(PortStopStart, TransferCompletesAndEveryStoppedTurnAndFrameIsCounted) {
     for (int i = 0; i < 30; ++i) p.turn();
     p.conn_a->poll_completions(done);
     ASSERT_LT(p.conn_b->counters().data_packets_received, data_packets) << "the transfer ended before the stop";
+    // A receiver that takes a whole burst per turn keeps up with its
+    // sender: the sender alone for a few turns fills the ring, so that the
+    // stop finds frames waiting (and the sender's connection, not polled
+    // while they wait, sends nothing more, tail-loss probes included).
+    for (int i = 0; i < 8 && host_a.tx_waiting() == 0; ++i) p.host_a->poll_once();
+    ASSERT_GT(host_a.tx_waiting(), 0u) << "the sender has nothing waiting when the stop comes";
 
     const std::uint64_t probes_before = p.conn_a->counters().probes_sent;
     const QuietStoppedPort quiet;
@@ -194,7 +203,8 @@ TEST_P(PortStopStart, TransferCompletesAndEveryStoppedTurnAndFrameIsCounted) {
     EXPECT_FALSE(stopped.link().pmd_up);
     EXPECT_TRUE(stopped.link().interface.empty());
     EXPECT_TRUE(stopped.stop()) << "a second stop is a no-op";
-    for (int i = 0; i < settle_turns; ++i) p.turn();
+    const std::uint64_t settle_start = host_a.now_ns();
+    for (int i = 0; i < settle_turns || host_a.now_ns() - settle_start < settle_ns; ++i) p.turn();
     const Snapshot a0(host_a), b0(host_b);
     for (int i = 0; i < stopped_turns; ++i) p.turn();
     const Snapshot a1(host_a), b1(host_b);
