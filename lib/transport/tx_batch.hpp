@@ -76,15 +76,28 @@ class TxBatch {
   // Computes the ICRC of every unsealed packet from index `from` on. Whoever
   // commits unsealed packets seals them before the batch leaves its hands.
   void seal(std::size_t from) noexcept {
+    constexpr std::size_t chunk = 16;
+    std::array<wire::ByteSpan, chunk> spans;
+    std::array<std::uint32_t, chunk> icrcs;
+    std::array<TxDescriptor*, chunk> owners;
+    std::size_t n = 0;
+    const auto finish = [&] {
+      wire::compute_icrcs(std::span<const wire::ByteSpan>(spans.data(), n), icrcs.data());
+      for (std::size_t k = 0; k < n; ++k) {
+        wire::store_le32(owners[k]->trailer.data(), icrcs[k]);
+        owners[k]->trailer_len = wire::icrc_size;
+        owners[k]->unsealed = false;
+      }
+      n = 0;
+    };
     for (std::size_t i = from; i < packets_.size(); ++i) {
       TxDescriptor& d = packets_[i];
       if (!d.unsealed) continue;
-      const std::uint8_t* frame = arena_.data() + d.header_offset;
-      const std::uint32_t icrc = wire::compute_icrc(wire::ByteSpan(frame + d.icrc_from, d.header_len - d.icrc_from));
-      wire::store_le32(d.trailer.data(), icrc);
-      d.trailer_len = wire::icrc_size;
-      d.unsealed = false;
+      spans[n] = wire::ByteSpan(arena_.data() + d.header_offset + d.icrc_from, d.header_len - d.icrc_from);
+      owners[n++] = &d;
+      if (n == chunk) finish();
     }
+    if (n != 0) finish();
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return packets_.size(); }

@@ -283,6 +283,83 @@ constexpr WideTable wide = make_wide_table();
   return reduce(x);
 }
 
+// reduce() on four 128-bit remainders at once, one per lane.
+[[gnu::target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,avx")]] inline void reduce4(__m512i x,
+                                                                                        std::uint32_t* out) noexcept {
+  // Each constant in all four lanes (set, not broadcast: g++ 12 warns that
+  // the broadcast's own source is uninitialized).
+  const auto f1h = static_cast<long long>(k_fold1_hi), f1l = static_cast<long long>(k_fold1_lo);
+  const __m512i k1 = _mm512_set_epi64(f1h, f1l, f1h, f1l, f1h, f1l, f1h, f1l);
+  x = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k1, 0x10), _mm512_bsrli_epi128(x, 8));
+  const long long m32 = 0xffffffffLL, k64 = static_cast<long long>(k_64);
+  const __m512i mask32 = _mm512_set_epi64(0, m32, 0, m32, 0, m32, 0, m32);
+  const __m512i k5 = _mm512_set_epi64(0, k64, 0, k64, 0, k64, 0, k64);
+  x = _mm512_xor_si512(_mm512_clmulepi64_epi128(_mm512_and_si512(x, mask32), k5, 0x00), _mm512_bsrli_epi128(x, 4));
+  const auto mu = static_cast<long long>(k_mu), poly = static_cast<long long>(k_poly);
+  const __m512i pmu = _mm512_set_epi64(mu, poly, mu, poly, mu, poly, mu, poly);
+  __m512i t = _mm512_clmulepi64_epi128(_mm512_and_si512(x, mask32), pmu, 0x10);
+  t = _mm512_clmulepi64_epi128(_mm512_and_si512(t, mask32), pmu, 0x00);
+  x = _mm512_xor_si512(x, t);
+  // Dword 1 of each lane.
+  const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_mask_extracti32x4_epi32(_mm_setzero_si128(), 0xf, _mm512_maskz_permutexvar_epi32(0xffff, pick, x), 0));
+}
+
+// front_masked_wide on four inputs of the same length and masks: the same
+// loads and multiplies, four independent chains interleaved, and the four
+// remainders reduced together in the lanes of one register. A burst of
+// equal frames pays the fold's latency (and its reduction) once per four.
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512vbmi,vpclmulqdq,pclmul,avx")]] void front_masked_wide4(
+    const std::uint8_t* const* p, std::size_t len, const FrontMasks& m, std::uint32_t* out) noexcept {
+  const std::size_t n = (len + 15) / 16;
+  const std::size_t groups = (n - 1 + 3) / 4;
+  const std::ptrdiff_t start = static_cast<std::ptrdiff_t>(len) - 16 - static_cast<std::ptrdiff_t>(64 * groups);
+  const auto kept = static_cast<std::ptrdiff_t>(m.kept_from);
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                    _mm512_setzero_si512()};
+  std::size_t pair = wide_distances - 1 - 4 * groups;
+  for (std::size_t g = 0; g < groups; ++g, pair += 4) {
+    const std::ptrdiff_t at = start + static_cast<std::ptrdiff_t>(64 * g);
+    const __m512i k = _mm512_loadu_si512(&wide.k[2 * pair]);
+    const bool ones = at < static_cast<std::ptrdiff_t>(FrontMasks::reach);
+    const __m512i pattern = ones ? _mm512_loadu_si512(m.ones.data() + FrontMasks::before + at) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (std::size_t j = 0; j < 4; ++j) {
+      __m512i v;
+      if (at >= kept) {
+        v = _mm512_loadu_si512(p[j] + at);
+      } else if (kept - at >= 64) {
+        v = _mm512_setzero_si512();  // only the pattern's ones (the filler's)
+      } else {
+        const auto skip = static_cast<unsigned>(kept - at);
+        const __m512i from_kept = _mm512_maskz_loadu_epi8(~std::uint64_t{0} >> skip, p[j] + kept);
+        v = _mm512_maskz_permutexvar_epi8(~std::uint64_t{0} << skip,
+                                          _mm512_loadu_si512(lane_shift.data() + 64 - skip), from_kept);
+      }
+      v = _mm512_or_si512(v, pattern);
+      acc[j] = _mm512_ternarylogic_epi64(acc[j], _mm512_clmulepi64_epi128(v, k, 0x00),
+                                         _mm512_clmulepi64_epi128(v, k, 0x11), 0x96);
+    }
+  }
+  const std::ptrdiff_t last_at = static_cast<std::ptrdiff_t>(len) - 16;
+  const __m128i last_ones =
+      last_at < static_cast<std::ptrdiff_t>(FrontMasks::reach)
+          ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(m.ones.data() + FrontMasks::before + last_at))
+          : _mm_setzero_si128();
+  __m512i x = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (std::size_t j = 0; j < 4; ++j) {
+    const __m128i last = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[j] + last_at)), last_ones);
+    const __m256i halves = _mm256_xor_si256(_mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xff, acc[j], 0),
+                                            _mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xff, acc[j], 1));
+    const __m128i r =
+        _mm_xor_si128(_mm_xor_si128(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1)), last);
+    // Lane j of x (a 128-bit broadcast kept in lane j only).
+    x = _mm512_mask_broadcast_i32x4(x, static_cast<__mmask16>(0xfu << (4 * j)), r);
+  }
+  reduce4(x, out);
+}
+
 bool detect_wide() noexcept {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -338,6 +415,17 @@ bool crc32_fold_uses_pclmul() noexcept { return has_pclmul(); }
 static_assert(crc32_fold_front_max == 16 * short_blocks);
 
 bool crc32_fold_front_is_wide() noexcept { return has_wide(); }
+
+void crc32_fold_front_masked4(const std::uint8_t* const* p, std::size_t len, const FrontMasks& m,
+                              std::uint32_t* out) noexcept {
+#if defined(__x86_64__)
+  if (len >= m.kept_from + 16 && len >= 32 && len <= crc32_fold_front_max && has_wide()) {
+    front_masked_wide4(p, len, m, out);
+    return;
+  }
+#endif
+  for (std::size_t j = 0; j < 4; ++j) out[j] = crc32_fold_front_masked(p[j], len, m);
+}
 
 std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
                                       FoldWidth width) noexcept {

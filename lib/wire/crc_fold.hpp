@@ -67,6 +67,11 @@ enum class FoldWidth : std::uint8_t {
 inline constexpr std::size_t crc32_fold_front_max = 512;
 [[nodiscard]] std::uint32_t crc32_fold_front_masked(const std::uint8_t* p, std::size_t len, const FrontMasks& m,
                                                     FoldWidth width = FoldWidth::best) noexcept;
+// crc32_fold_front_masked (FoldWidth::best) of four inputs of the same
+// length and masks, p[j] giving out[j]: with AVX-512 the four folds run
+// interleaved and share one reduction.
+void crc32_fold_front_masked4(const std::uint8_t* const* p, std::size_t len, const FrontMasks& m,
+                              std::uint32_t* out) noexcept;
 // Whether FoldWidth::best folds 64 bytes at a time here.
 [[nodiscard]] bool crc32_fold_front_is_wide() noexcept;
 

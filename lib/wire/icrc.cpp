@@ -75,7 +75,39 @@ bool icrc_in_place(ByteSpan from_ip, std::uint32_t& icrc) noexcept {
   return true;
 }
 
+// Four frames of one length and IP version, each eligible for
+// icrc_in_place, folded together; false (nothing written) otherwise.
+bool four_in_place(const ByteSpan* f, std::uint32_t* out) noexcept {
+  const std::size_t size = f[0].size();
+  if (size == 0 || lrh_filler_size + size > crc32_fold_front_max) return false;
+  const bool ipv6 = (f[0][0] >> 4) == 6;
+  const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
+  if (size < masked_len) return false;
+  std::array<const std::uint8_t*, 4> starts{};
+  for (std::size_t j = 0; j < 4; ++j) {
+    if (f[j].size() != size) return false;
+    const std::uint8_t first = f[j][0];
+    if (ipv6 ? (first >> 4) != 6 : first != 0x45) return false;
+    starts[j] = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(f[j].data()) - lrh_filler_size);
+  }
+  crc32_fold_front_masked4(starts.data(), lrh_filler_size + size, ipv6 ? front_ipv6 : front_ipv4, out);
+  for (std::size_t j = 0; j < 4; ++j) out[j] = ~out[j];
+  return true;
+}
+
 }  // namespace
+
+void compute_icrcs(std::span<const ByteSpan> frames, std::uint32_t* out) noexcept {
+  std::size_t i = 0;
+  while (i < frames.size()) {
+    if (i + 4 <= frames.size() && four_in_place(frames.data() + i, out + i)) {
+      i += 4;
+      continue;
+    }
+    out[i] = compute_icrc(frames[i]);
+    ++i;
+  }
+}
 
 std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept {
   return crc32_gzip_refl(crc, bytes.data(), bytes.size());

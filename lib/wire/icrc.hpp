@@ -38,6 +38,12 @@ using ByteSpan = std::span<const std::uint8_t>;
   return compute_icrc(std::span<const ByteSpan>(&from_ip_to_icrc, 1));
 }
 
+// compute_icrc of each frame (one piece each, from the IP header to the
+// ICRC), out[i] for frames[i]. Four frames in a row of the same length and
+// IP version (a burst of equal messages) are folded together, sharing the
+// fold's latency and its reduction.
+void compute_icrcs(std::span<const ByteSpan> frames, std::uint32_t* out) noexcept;
+
 namespace detail {
 // compute_icrc's way for pieces, long frames and IPv4 options: the masked
 // headers (or a whole short frame) gathered into a buffer. Tests check it
