@@ -9,8 +9,6 @@
 #include <fmt/format.h>
 
 #include "wire/byte_order.hpp"
-#include "wire/frame.hpp"
-#include "wire/icrc.hpp"
 
 namespace metaroce::engine {
 
@@ -136,7 +134,7 @@ bool EngineHost::release_held() {
   return true;
 }
 
-void EngineHost::receive(std::uint64_t now, rte_mbuf* m, bool icrc_known_good) {
+void EngineHost::receive(std::uint64_t now, rte_mbuf* m) {
   ++counters_.rx_frames;
   counters_.rx_bytes += m->pkt_len;
   bool linearized = false;
@@ -145,7 +143,6 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m, bool icrc_known_good) {
   wire::ParsedFrame parsed;
   wire::ParseOptions options;
   options.verify_icrc = !config_.icrc_offload;
-  options.icrc_known_good = icrc_known_good;
   const wire::ParseError e = wire::parse_frame(bytes, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
@@ -213,25 +210,8 @@ std::size_t EngineHost::poll_once() {
   std::array<rte_mbuf*, burst_size> rx{};
   const std::uint16_t received = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
   prefetch_received(rx.data(), received);
-  // The burst's ICRCs first, all at once (compute_icrcs folds equal frames
-  // four together). A frame found wrong here, or whose ICRC could not be
-  // located, is parsed with the check on, which names what is wrong.
-  std::array<bool, burst_size> icrc_good{};
-  if (!config_.icrc_offload && received != 0) {
-    std::array<wire::ByteSpan, burst_size> covered;
-    std::array<std::uint32_t, burst_size> carried, computed;
-    std::array<std::uint16_t, burst_size> index;
-    std::size_t n = 0;
-    for (std::uint16_t i = 0; i < received; ++i) {
-      if (rx[i]->nb_segs != 1) continue;
-      if (wire::icrc_region({rte_pktmbuf_mtod(rx[i], const std::uint8_t*), rx[i]->data_len}, covered[n], carried[n]))
-        index[n++] = i;
-    }
-    wire::compute_icrcs(std::span<const wire::ByteSpan>(covered.data(), n), computed.data());
-    for (std::size_t k = 0; k < n; ++k) icrc_good[index[k]] = computed[k] == carried[k];
-  }
   for (std::uint16_t i = 0; i < received; ++i) {
-    receive(now, rx[i], icrc_good[i]);
+    receive(now, rx[i]);
     rte_pktmbuf_free(rx[i]);
   }
   if (received != 0) now = clock_.now_ns();

@@ -112,7 +112,7 @@ class alignas(64) EngineHost {
 
  private:
   explicit EngineHost(const EngineHostConfig& config) : config_(config) {}
-  void receive(std::uint64_t now, rte_mbuf* m, bool icrc_known_good);
+  void receive(std::uint64_t now, rte_mbuf* m);
   std::size_t flush_tx();
   void poll_connections(std::uint64_t now);
   void hold(std::size_t i);

@@ -321,34 +321,11 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
   }
   out.payload = ByteSpan(p + at, payload_and_pad - out.bth.pad);
   out.icrc = load_le32(p + end_of_data);
-  out.icrc_checked = options.verify_icrc || options.icrc_known_good;
-  if (options.verify_icrc && !options.icrc_known_good &&
+  out.icrc_checked = options.verify_icrc;
+  if (options.verify_icrc &&
       compute_icrc(ByteSpan(p + l3, end_of_data - l3)) != out.icrc)
     return ParseError::bad_icrc;
   return ParseError::ok;
-}
-
-bool icrc_region(ByteSpan frame, ByteSpan& covered, std::uint32_t& carried) noexcept {
-  const std::uint8_t* p = frame.data();
-  const std::size_t len = frame.size();
-  if (len < ethernet_header_size + vlan_tag_size) return false;
-  std::size_t l3 = ethernet_header_size;
-  std::uint16_t ethertype = load_be16(p + 12);
-  if (ethertype == ethertype_vlan) {
-    ethertype = load_be16(p + 16);
-    l3 += vlan_tag_size;
-  }
-  std::size_t end = 0;  // of the IP packet
-  if (ethertype == ethertype_ipv4 && len >= l3 + ipv4_header_size)
-    end = l3 + load_be16(p + l3 + 2);
-  else if (ethertype == ethertype_ipv6 && len >= l3 + ipv6_header_size)
-    end = l3 + ipv6_header_size + load_be16(p + l3 + 4);
-  else
-    return false;
-  if (end > len || end < l3 + ipv4_header_size + udp_header_size + bth_size + icrc_size) return false;
-  covered = ByteSpan(p + l3, end - icrc_size - l3);
-  carried = load_le32(p + end - icrc_size);
-  return true;
 }
 
 }  // namespace metaroce::wire

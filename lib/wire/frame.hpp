@@ -160,18 +160,7 @@ struct ParseOptions {
   // Off when the frame is scattered over buffers: call compute_icrc on the
   // pieces instead.
   bool verify_icrc = true;
-  // The caller found the ICRC right already (icrc_region and
-  // compute_icrcs, on a burst of frames at once): counts as verified, not
-  // computed again.
-  bool icrc_known_good = false;
 };
-
-// Where the ICRC of a contiguous frame (Ethernet, at most one VLAN tag, IPv4
-// or IPv6) is computed over (`covered`: from the IP header to the ICRC)
-// and the ICRC the frame carries; false when the frame is too short or not
-// IP to tell (parse_frame then says what is wrong). The end comes from the
-// IP length, so Ethernet padding after the ICRC is allowed.
-[[nodiscard]] bool icrc_region(ByteSpan frame, ByteSpan& covered, std::uint32_t& carried) noexcept;
 
 // Parses a contiguous frame. On error, `out` holds what was decoded before
 // the failing check (for diagnostics) and the reason is returned.

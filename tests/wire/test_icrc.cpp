@@ -417,11 +417,10 @@ TEST(Icrc, BurstOfFramesEqualsOneByOne) {
   std::vector<ByteSpan> covered;
   std::vector<std::uint32_t> carried;
   for (const auto& f : frames) {
-    ByteSpan c;
-    std::uint32_t icrc = 0;
-    ASSERT_TRUE(icrc_region(f, c, icrc));
-    covered.push_back(c);
-    carried.push_back(icrc);
+    ParsedFrame parsed;
+    ASSERT_EQ(parse_frame(f, parsed), ParseError::ok);
+    covered.emplace_back(f.data() + parsed.l3_offset, f.size() - icrc_size - parsed.l3_offset);
+    carried.push_back(parsed.icrc);
   }
   std::vector<std::uint32_t> got(frames.size(), 0);
   compute_icrcs(covered, got.data());
