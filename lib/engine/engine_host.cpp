@@ -212,7 +212,7 @@ std::size_t EngineHost::poll_once() {
   prefetch_received(rx.data(), received);
   for (std::uint16_t i = 0; i < received; ++i) {
     receive(now, rx[i]);
-    rte_pktmbuf_free(rx[i]);
+    free_received(rx[i]);
   }
   if (received != 0) now = clock_.now_ns();
   wheel_.advance(now);

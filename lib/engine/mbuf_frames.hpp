@@ -80,6 +80,11 @@ class TxMbufBuilder {
 std::span<const std::uint8_t> frame_bytes(const rte_mbuf* m, std::vector<std::uint8_t>& scratch,
                                           bool& linearized) noexcept;
 
+// rte_pktmbuf_free for a received frame, reading only the mbuf's first
+// line when it is one direct segment with one reference (every frame a
+// copying sender built).
+void free_received(rte_mbuf* m) noexcept;
+
 // Asks for every line a received burst will be read from (each mbuf, then
 // up to 256 bytes of its frame) before the first is parsed: from a ring fed
 // by another lcore each of them is a cache miss, and this way they overlap
