@@ -39,6 +39,20 @@ rte_mbuf_ext_shared_info* new_shared_info() {
 
 constexpr std::uint16_t small_data_room = 256 + RTE_PKTMBUF_HEADROOM;
 
+// A short frame starts stable_prefix bytes before a cache line boundary:
+// its Ethernet and IPv4 headers, the same in every frame of a connection
+// and message size, fill the end of one line, and the bytes that change
+// from frame to frame (the UDP source port that picks the path, PSN,
+// sequence numbers, address, payload, ICRC) start on the next. That line
+// is written only when its bytes differ from what the mbuf carried last
+// time, so a 64-byte WRITE of a steady stream takes two lines back from
+// the lcore that read it, not three. Larger frames keep the usual
+// headroom (one line in dozens).
+constexpr std::uint16_t stable_prefix = 34;
+constexpr std::uint16_t shifted_headroom = RTE_PKTMBUF_HEADROOM + RTE_CACHE_LINE_SIZE - stable_prefix;
+constexpr std::size_t shifted_max_frame = 1024;
+static_assert(RTE_PKTMBUF_HEADROOM % RTE_CACHE_LINE_SIZE == 0);
+
 rte_mempool* make_pool(const std::string& base, std::uint32_t n, std::uint16_t data_room, int socket,
                        std::string& error) {
   static std::atomic<unsigned> next{0};
@@ -59,6 +73,10 @@ std::unique_ptr<TxMbufBuilder> TxMbufBuilder::create(const TxMbufSetup& setup, s
   b->frames_ = make_pool(setup.name + "_frm", setup.mbufs, room, setup.socket, error);
   if (b->frames_ == nullptr) return nullptr;
   b->max_copied_ = std::min<std::size_t>(rte_pktmbuf_data_room_size(b->frames_) - RTE_PKTMBUF_HEADROOM, 65535);
+  // A short frame goes past the shifted headroom only where it fits there.
+  const std::size_t pool_room = rte_pktmbuf_data_room_size(b->frames_);
+  b->max_shifted_ =
+      pool_room > shifted_headroom ? std::min<std::size_t>(shifted_max_frame, pool_room - shifted_headroom) : 0;
   // Attaching needs IOVA = VA (the address in the descriptor is what the
   // device reads) and a port that chains mbufs; otherwise we copy.
   b->zero_copy_ = setup.multi_segment_tx && setup.zero_copy_threshold != zero_copy_never &&
@@ -121,19 +139,6 @@ rte_mbuf* alloc_frame(rte_mempool* pool, std::uint16_t headroom, std::uint16_t l
   return m;
 }
 
-// A short frame starts stable_prefix bytes before a cache line boundary:
-// its Ethernet and IPv4 headers, the same in every frame of a connection
-// and message size, fill the end of one line, and the bytes that change
-// from frame to frame (the UDP source port that picks the path, PSN,
-// sequence numbers, address, payload, ICRC) start on the next. That line
-// is written only when its bytes differ from what the mbuf carried last
-// time, so a 64-byte WRITE of a steady stream takes two lines back from
-// the lcore that read it, not three. Larger frames keep the usual
-// headroom (one line in dozens).
-constexpr std::uint16_t stable_prefix = 34;
-constexpr std::uint16_t shifted_headroom = RTE_PKTMBUF_HEADROOM + RTE_CACHE_LINE_SIZE - stable_prefix;
-constexpr std::size_t shifted_max_frame = 1024;
-static_assert(RTE_PKTMBUF_HEADROOM % RTE_CACHE_LINE_SIZE == 0);
 
 // Whether the n bytes (8 <= n) at a and b are equal, without a call.
 inline bool same_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) noexcept {
@@ -154,7 +159,7 @@ TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const tr
                                   rte_mbuf*& out) noexcept {
   const std::size_t len = header.size() + d.payload.size() + d.trailer_len;
   if (len > max_copied_frame()) return TxBuild::too_large;
-  const bool shifted = len <= shifted_max_frame && header.size() >= stable_prefix;
+  const bool shifted = len <= max_shifted_ && header.size() >= stable_prefix;
   rte_mbuf* m = alloc_frame(frames_, shifted ? shifted_headroom : std::uint16_t{RTE_PKTMBUF_HEADROOM},
                             static_cast<std::uint16_t>(len));
   if (m == nullptr) return TxBuild::mempool_empty;

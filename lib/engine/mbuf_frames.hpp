@@ -71,6 +71,7 @@ class TxMbufBuilder {
   rte_mempool* attach_ = nullptr;  // no data room: carry an external buffer
   rte_mbuf_ext_shared_info* shared_info_ = nullptr;  // process lifetime (see .cpp)
   std::size_t max_copied_ = 0;
+  std::size_t max_shifted_ = 0;  // the largest frame copied past the shifted headroom (.cpp)
   std::uint32_t threshold_ = zero_copy_never;
   bool zero_copy_ = false;
 };

@@ -302,7 +302,8 @@ constexpr WideTable wide = make_wide_table();
   x = _mm512_xor_si512(x, t);
   // Dword 1 of each lane.
   const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_mask_extracti32x4_epi32(_mm_setzero_si128(), 0xf, _mm512_maskz_permutexvar_epi32(0xffff, pick, x), 0));
+  const __m512i picked = _mm512_maskz_permutexvar_epi32(0xffff, pick, x);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_mask_extracti32x4_epi32(_mm_setzero_si128(), 0xf, picked, 0));
 }
 
 // front_masked_wide on four inputs of the same length and masks: the same

@@ -119,6 +119,30 @@ TEST(TxMbufBuilder, ReusedMbufsCarryExactlyTheNewFrame) {
   // The same mbuf came back each time: the rewrite of a changed (and the
   // skip of an unchanged) first line was exercised.
   EXPECT_EQ(reused, payload_sizes.size() - 1);
+
+  // A pool whose room fits a short frame after the standard headroom but
+  // not after the shifted one: copied there, not refused.
+  setup.name = "reuse_small";
+  setup.data_room = RTE_PKTMBUF_HEADROOM + 300;
+  auto small = TxMbufBuilder::create(setup, error);
+  ASSERT_TRUE(small) << error;
+  std::vector<std::uint8_t> payload(200, 0x5a);
+  wire::FrameSpec spec = write_only_spec(0x42, 9);
+  spec.reth.dma_len = static_cast<std::uint32_t>(payload.size());
+  std::vector<std::uint8_t> frame(512);
+  frame.resize(wire::build_frame(spec, payload, frame));
+  ASSERT_GT(frame.size() + 30, 300u);
+  ASSERT_LE(frame.size(), 300u);
+  transport::TxBatch batch;
+  const std::size_t body = frame.size() - wire::icrc_size;
+  const auto space = batch.header_space(body);
+  std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
+  batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+  rte_mbuf* m = nullptr;
+  ASSERT_EQ(small->build(batch, 0, m), TxBuild::copied);
+  EXPECT_EQ(m->data_off, RTE_PKTMBUF_HEADROOM);
+  EXPECT_TRUE(std::equal(frame.begin(), frame.end(), rte_pktmbuf_mtod(m, const std::uint8_t*)));
+  rte_pktmbuf_free(m);
 }
 
 TEST(RingPair, FramesArriveIntact) {
