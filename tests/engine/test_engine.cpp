@@ -65,6 +65,17 @@ TEST(Eal, VdevOnTheCommandLineProbed) {
   EXPECT_EQ(rte_eth_dev_get_port_by_name("net_ring0", &port), 0) << "the net_ring PMD is not linked";
 }
 
+// A batch holding `frame` as a connection commits a short message:
+// everything but the ICRC in the arena, the ICRC as the trailer.
+transport::TxBatch batch_of_short_frame(const std::vector<std::uint8_t>& frame) {
+  transport::TxBatch batch;
+  const std::size_t body = frame.size() - wire::icrc_size;
+  const auto space = batch.header_space(body);
+  std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
+  batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+  return batch;
+}
+
 // build() copies a short frame to 30 bytes past the standard headroom, so
 // its Ethernet and IPv4 headers end a cache line, and rewrites that line
 // only when it changed. An mbuf that comes back from the pool must carry
@@ -90,13 +101,7 @@ TEST(TxMbufBuilder, ReusedMbufsCarryExactlyTheNewFrame) {
     std::vector<std::uint8_t> frame(4096);
     frame.resize(wire::build_frame(spec, payload, frame));
     ASSERT_FALSE(frame.empty());
-    // As a connection commits a short message: everything but the ICRC in
-    // the arena, the ICRC as the trailer.
-    transport::TxBatch batch;
-    const std::size_t body = frame.size() - wire::icrc_size;
-    const auto space = batch.header_space(body);
-    std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
-    batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+    const transport::TxBatch batch = batch_of_short_frame(frame);
     rte_mbuf* m = nullptr;
     ASSERT_EQ(builder->build(batch, 0, m), TxBuild::copied);
     ASSERT_NE(m, nullptr);
@@ -133,11 +138,7 @@ TEST(TxMbufBuilder, ReusedMbufsCarryExactlyTheNewFrame) {
   frame.resize(wire::build_frame(spec, payload, frame));
   ASSERT_GT(frame.size() + 30, 300u);
   ASSERT_LE(frame.size(), 300u);
-  transport::TxBatch batch;
-  const std::size_t body = frame.size() - wire::icrc_size;
-  const auto space = batch.header_space(body);
-  std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
-  batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+  const transport::TxBatch batch = batch_of_short_frame(frame);
   rte_mbuf* m = nullptr;
   ASSERT_EQ(small->build(batch, 0, m), TxBuild::copied);
   EXPECT_EQ(m->data_off, RTE_PKTMBUF_HEADROOM);
