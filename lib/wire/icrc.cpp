@@ -59,38 +59,43 @@ constexpr FrontMasks front_ipv4 = icrc_front_masks(false);
 constexpr FrontMasks front_ipv6 = icrc_front_masks(true);
 static_assert(lrh_filler_size + ipv6_header_size + udp_header_size + 4 < FrontMasks::reach);
 
-// A frame in one buffer, up to 512 bytes with the plain IPv4 header or
-// IPv6: read in place, nothing gathered.
-bool icrc_in_place(ByteSpan from_ip, std::uint32_t& icrc) noexcept {
-  if (from_ip.empty() || lrh_filler_size + from_ip.size() > crc32_fold_front_max) return false;
+// The masks of a frame in one buffer that can be read in place: up to 512
+// bytes with the plain IPv4 header, or IPv6. Null otherwise.
+const FrontMasks* in_place_masks(ByteSpan from_ip) noexcept {
+  if (from_ip.empty() || lrh_filler_size + from_ip.size() > crc32_fold_front_max) return nullptr;
   const std::uint8_t first = from_ip[0];
   const bool ipv6 = (first >> 4) == 6;
   const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
-  if ((!ipv6 && first != 0x45) || from_ip.size() < masked_len) return false;
-  // The filler's 8 bytes are not read (keep 0): the pointer only sets where
-  // the input starts.
-  const auto* start = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(from_ip.data()) -
-                                                            lrh_filler_size);
-  icrc = ~crc32_fold_front_masked(start, lrh_filler_size + from_ip.size(), ipv6 ? front_ipv6 : front_ipv4);
+  if ((!ipv6 && first != 0x45) || from_ip.size() < masked_len) return nullptr;
+  return ipv6 ? &front_ipv6 : &front_ipv4;
+}
+
+// The filler's 8 bytes are not read (keep 0): the pointer only sets where
+// the input starts.
+const std::uint8_t* filler_start(ByteSpan from_ip) noexcept {
+  return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(from_ip.data()) - lrh_filler_size);
+}
+
+// A frame in one buffer, up to 512 bytes with the plain IPv4 header or
+// IPv6: read in place, nothing gathered.
+bool icrc_in_place(ByteSpan from_ip, std::uint32_t& icrc) noexcept {
+  const FrontMasks* masks = in_place_masks(from_ip);
+  if (masks == nullptr) return false;
+  icrc = ~crc32_fold_front_masked(filler_start(from_ip), lrh_filler_size + from_ip.size(), *masks);
   return true;
 }
 
-// Four frames of one length and IP version, each eligible for
-// icrc_in_place, folded together; false (nothing written) otherwise.
+// Four frames of one length and IP version, each read in place, folded
+// together; false (nothing written) otherwise.
 bool four_in_place(const ByteSpan* f, std::uint32_t* out) noexcept {
-  const std::size_t size = f[0].size();
-  if (size == 0 || lrh_filler_size + size > crc32_fold_front_max) return false;
-  const bool ipv6 = (f[0][0] >> 4) == 6;
-  const std::size_t masked_len = (ipv6 ? ipv6_header_size : ipv4_header_size) + udp_header_size + bth_size;
-  if (size < masked_len) return false;
+  const FrontMasks* masks = in_place_masks(f[0]);
+  if (masks == nullptr) return false;
   std::array<const std::uint8_t*, 4> starts{};
   for (std::size_t j = 0; j < 4; ++j) {
-    if (f[j].size() != size) return false;
-    const std::uint8_t first = f[j][0];
-    if (ipv6 ? (first >> 4) != 6 : first != 0x45) return false;
-    starts[j] = reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(f[j].data()) - lrh_filler_size);
+    if (f[j].size() != f[0].size() || in_place_masks(f[j]) != masks) return false;
+    starts[j] = filler_start(f[j]);
   }
-  crc32_fold_front_masked4(starts.data(), lrh_filler_size + size, ipv6 ? front_ipv6 : front_ipv4, out);
+  crc32_fold_front_masked4(starts.data(), lrh_filler_size + f[0].size(), *masks, out);
   for (std::size_t j = 0; j < 4; ++j) out[j] = ~out[j];
   return true;
 }
