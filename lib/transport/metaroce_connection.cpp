@@ -61,9 +61,8 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
   } else {
     message = std::move(spare_messages_.back());
     spare_messages_.pop_back();
-    *message = SendMessage{};
   }
-  message->request = request;
+  message->reset(request);
   message->msg_seq = next_msg_seq_[request.stream]++;
   if (consumes_receive(request.op)) message->recv_seq = next_recv_seq_[request.stream]++;
   // One packet up to the MTU without a division (small messages are the

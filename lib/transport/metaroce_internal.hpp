@@ -24,7 +24,43 @@ struct MetaroceConnection::SendMessage {
   bool finished = false;   // every packet acknowledged, or failed
   bool completed = false;  // its completion was delivered
   CompletionStatus status = CompletionStatus::success;
+
+  // A fresh message for `r` (a recycled one is reset here). Field by
+  // field, on purpose: `*this = SendMessage{}` compiles to a string store
+  // (rep stos), and copying the request whole reads the caller's fields
+  // with loads wider than its stores; the loads that soon follow (here and
+  // in next_new_packet) then cannot take those bytes from the store buffer
+  // and wait for them to reach the cache, a stall per message.
+  void reset(const SendRequest& r) noexcept {
+    // Every field is set below: a new one must be added there.
+    static_assert(sizeof(SendRequest) == 56 && sizeof(SendMessage) == 104);
+    request.wr_id = r.wr_id;
+    request.op = r.op;
+    request.stream = r.stream;
+    request.local_addr = r.local_addr;
+    request.length = r.length;
+    request.lkey = r.lkey;
+    request.remote_addr = r.remote_addr;
+    request.rkey = r.rkey;
+    // (Read alone: the compiler would read rkey and imm as one 8-byte
+    // word, and imm is the field a caller writes for every message.)
+    std::uint32_t imm = r.imm;
+    asm("" : "+r"(imm));
+    request.imm = imm;
+    msg_seq = 0;
+    recv_seq = 0;
+    next_offset = 0;
+    packets_total = 0;
+    packets_assigned = 0;
+    packets_acked = 0;
+    rnr_retries = 0;
+    last_rel = 0;
+    finished = false;
+    completed = false;
+    status = CompletionStatus::success;
+  }
 };
+
 
 // One PSN's packet, from its first transmission until it is acknowledged.
 struct MetaroceConnection::TxPacket {

@@ -48,15 +48,17 @@ class TxBatch {
     return std::span<std::uint8_t>(arena_.data() + used_, n);
   }
   // Adds the packet whose `header_len` bytes were written into header_space().
+  // (Both build the descriptor in place: one built on the stack and copied
+  // in is read back from stores of other widths, which the CPU cannot
+  // forward, a stall per packet.)
   void commit(std::size_t header_len, wire::ByteSpan payload, std::span<const std::uint8_t> trailer) {
-    TxDescriptor d;
+    TxDescriptor& d = packets_.emplace_back();
     d.header_offset = static_cast<std::uint32_t>(used_);
     d.header_len = static_cast<std::uint32_t>(header_len);
     d.payload = payload;
     for (std::size_t i = 0; i < trailer.size(); ++i) d.trailer[i] = trailer[i];
     d.trailer_len = static_cast<std::uint8_t>(trailer.size());
     used_ += header_len;
-    packets_.push_back(d);
   }
 
   // Adds a packet that is whole in the arena (headers, inline payload, pad:
@@ -65,13 +67,12 @@ class TxBatch {
   // one after the other, with nothing in between, lets the CPU overlap
   // their folds: each alone is a chain of dependent multiplies.
   void commit_unsealed(std::size_t frame_len, std::size_t icrc_from) {
-    TxDescriptor d;
+    TxDescriptor& d = packets_.emplace_back();
     d.header_offset = static_cast<std::uint32_t>(used_);
     d.header_len = static_cast<std::uint32_t>(frame_len);
     d.unsealed = true;
     d.icrc_from = static_cast<std::uint16_t>(icrc_from);
     used_ += frame_len;
-    packets_.push_back(d);
   }
   // Computes the ICRC of every unsealed packet from index `from` on. Whoever
   // commits unsealed packets seals them before the batch leaves its hands.
