@@ -322,9 +322,13 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
   out.payload = ByteSpan(p + at, payload_and_pad - out.bth.pad);
   out.icrc = load_le32(p + end_of_data);
   out.icrc_checked = options.verify_icrc;
-  if (options.verify_icrc &&
-      compute_icrc(ByteSpan(p + l3, end_of_data - l3)) != out.icrc)
-    return ParseError::bad_icrc;
+  if (options.verify_icrc) {
+    const ParseOptions::Precomputed* pre = options.precomputed_icrc;
+    const std::uint32_t icrc = pre != nullptr && pre->from == l3 && pre->to == end_of_data
+                                   ? pre->icrc
+                                   : compute_icrc(ByteSpan(p + l3, end_of_data - l3));
+    if (icrc != out.icrc) return ParseError::bad_icrc;
+  }
   return ParseError::ok;
 }
 

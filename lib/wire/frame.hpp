@@ -160,6 +160,15 @@ struct ParseOptions {
   // Off when the frame is scattered over buffers: call compute_icrc on the
   // pieces instead.
   bool verify_icrc = true;
+  // A CRC the caller already computed over the frame's bytes [from, to)
+  // (compute_icrcs, four frames folded at once): verification uses it when
+  // that is exactly the span the frame's ICRC covers, else computes its own.
+  struct Precomputed {
+    std::uint32_t icrc = 0;
+    std::uint32_t from = 0;
+    std::uint32_t to = 0;
+  };
+  const Precomputed* precomputed_icrc = nullptr;
 };
 
 // Parses a contiguous frame. On error, `out` holds what was decoded before

@@ -373,5 +373,47 @@ TEST(EngineHosts, BadFramesAreCountedByReason) {
   EXPECT_NE(std::find(names.begin(), names.end(), "rx_parse_error.bad_icrc"), names.end());
 }
 
+// A receive burst's frames of one length are checked four at a time
+// (their ICRCs folded together); each frame still gets its own verdict. A
+// frame with Ethernet padding after its ICRC, the same length as the
+// others, has its ICRC elsewhere: the parser computes that one itself.
+TEST(EngineHosts, AlikeFramesOfABurstEachGetTheirIcrcChecked) {
+  LoopbackConfig c = base_config();
+  c.inline_link = true;
+  std::string error;
+  auto lb = Loopback::create(c, error);
+  ASSERT_TRUE(lb) << error;
+  TxMbufSetup setup;
+  setup.name = "four";
+  setup.mbufs = 1024;
+  auto builder = TxMbufBuilder::create(setup, error);
+  ASSERT_TRUE(builder);
+  std::vector<std::vector<std::uint8_t>> frames;
+  for (std::uint32_t k = 0; k < 8; ++k) {
+    const bool padded = k == 6;
+    std::vector<std::uint8_t> payload(padded ? 96 : 100, static_cast<std::uint8_t>(k));
+    wire::FrameSpec spec = write_only_spec(0x777, k);  // no such QP: a good frame counts rx_unknown_qpn
+    spec.reth.dma_len = static_cast<std::uint32_t>(payload.size());
+    std::vector<std::uint8_t> f(256);
+    f.resize(wire::build_frame(spec, payload, f));
+    ASSERT_FALSE(f.empty());
+    if (padded) f.resize(f.size() + 4, 0);  // Ethernet padding, past the ICRC
+    if (k == 2 || k == 5) f[f.size() - 10] ^= 0x01;  // a payload bit: a bad ICRC
+    frames.push_back(std::move(f));
+  }
+  ASSERT_EQ(frames[6].size(), frames[0].size());
+  std::vector<rte_mbuf*> burst;
+  for (const auto& f : frames) burst.push_back(builder->copy_frame(f));
+  ASSERT_EQ(rte_eth_tx_burst(lb->host_a().config().port_id, 0, burst.data(), 8), 8);
+  for (int i = 0; i < 100; ++i) {
+    lb->poll_side_a();
+    lb->poll_side_b();
+  }
+  const EngineCounters& b = lb->host_b().counters();
+  EXPECT_EQ(b.rx_frames, 8u);
+  EXPECT_EQ(b.rx_unknown_qpn, 6u);
+  EXPECT_EQ(b.rx_parse_errors[static_cast<std::size_t>(wire::ParseError::bad_icrc)], 2u);
+}
+
 }  // namespace
 }  // namespace metaroce::engine

@@ -320,6 +320,38 @@ TEST(Icrc, ParserChecksTheIcrcInPlace) {
 // machine has it, and the 16-byte one) against the byte table, over every
 // length from 16 to 512 with 0 to 15 bytes not read at the front (they sit
 // on an inaccessible page); for lengths past 512 only the byte table runs.
+// A CRC the caller computed (the engine folds four received frames at
+// once) replaces the parser's own only over exactly the ICRC's span: a
+// wrong value over that span is a bad ICRC, over any other span it is
+// ignored and the parser computes the CRC itself.
+TEST(Icrc, ParserUsesAPrecomputedIcrcOnlyOverItsSpan) {
+  const FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 4, false);
+  const std::vector<std::uint8_t> payload(64, 0x3c);
+  std::vector<std::uint8_t> frame(512);
+  frame.resize(build_frame(spec, payload, frame));
+  ASSERT_FALSE(frame.empty());
+  const auto from = static_cast<std::uint32_t>(spec.eth.size());
+  const auto to = static_cast<std::uint32_t>(frame.size() - icrc_size);
+  const std::uint32_t right = compute_icrc(ByteSpan(frame.data() + from, to - from));
+  ASSERT_EQ(right, load_le32(frame.data() + to));
+  ParsedFrame parsed;
+  ParseOptions options;
+  ParseOptions::Precomputed pre{right, from, to};
+  options.precomputed_icrc = &pre;
+  EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::ok);
+  pre.icrc = right ^ 1;
+  EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::bad_icrc) << "the precomputed value was not used";
+  for (const auto& [f, t] : {std::pair{from - 4, to}, std::pair{from, to - 4}, std::pair{from + 1, to + 1}}) {
+    pre.from = f;
+    pre.to = t;
+    EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::ok) << f << ".." << t;
+  }
+  // And a frame whose ICRC is wrong stays wrong whatever span is claimed.
+  frame[to - 1] ^= 0x01;
+  pre = {right, from - 4, to};
+  EXPECT_EQ(parse_frame(frame, parsed, options), ParseError::bad_icrc);
+}
+
 TEST(Icrc, FrontMaskedFoldsBothWidthsLikeTheByteTable) {
   const AfterGuardPage guarded;
   ASSERT_TRUE(guarded.ok());
