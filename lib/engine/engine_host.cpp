@@ -282,6 +282,7 @@ void EngineHost::poll_connections(std::uint64_t now) {
         hold(i);
         continue;
       }
+      if (i % TxMbufBuilder::prepared_max == 0) tx_builder_->prepare(batch_, i, batch_.size() - i);
       rte_mbuf* m = nullptr;
       switch (tx_builder_->build(batch_, i, m)) {
         case TxBuild::copied: ++counters_.tx_copied; tx_pending_.push_back(m); break;
@@ -290,6 +291,7 @@ void EngineHost::poll_connections(std::uint64_t now) {
         case TxBuild::too_large: ++counters_.tx_frame_too_large; break;
       }
     }
+    tx_builder_->release_prepared();
     if (tx_held() != 0) {
       // The pool is empty: the other connections keep their frames, and the
       // next of them goes first once it refills (no connection starves).

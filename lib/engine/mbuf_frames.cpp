@@ -72,6 +72,7 @@ std::unique_ptr<TxMbufBuilder> TxMbufBuilder::create(const TxMbufSetup& setup, s
   const std::uint16_t room = setup.data_room != 0 ? setup.data_room : std::uint16_t{9216 + RTE_PKTMBUF_HEADROOM};
   b->frames_ = make_pool(setup.name + "_frm", setup.mbufs, room, setup.socket, error);
   if (b->frames_ == nullptr) return nullptr;
+  b->buf_offset_ = static_cast<std::uint32_t>(sizeof(rte_mbuf) + rte_pktmbuf_priv_size(b->frames_));
   b->max_copied_ = std::min<std::size_t>(rte_pktmbuf_data_room_size(b->frames_) - RTE_PKTMBUF_HEADROOM, 65535);
   // A short frame goes past the shifted headroom only where it fits there.
   const std::size_t pool_room = rte_pktmbuf_data_room_size(b->frames_);
@@ -95,6 +96,7 @@ std::unique_ptr<TxMbufBuilder> TxMbufBuilder::create(const TxMbufSetup& setup, s
 TxMbufBuilder::~TxMbufBuilder() {
   // The owner has drained every queue our mbufs could sit in (ports stopped
   // or drained first: Loopback's destructor does it).
+  release_prepared();
   rte_mempool_free(frames_);
   rte_mempool_free(small_);
   rte_mempool_free(attach_);
@@ -110,16 +112,14 @@ inline void store_if_changed(Field& field, Value value) noexcept {
   if (field != static_cast<Field>(value)) field = static_cast<Field>(value);
 }
 
-// rte_pktmbuf_alloc followed by rte_pktmbuf_append(len), the data starting
+// rte_pktmbuf_append(len) on a freshly allocated mbuf `m`, the data starting
 // `headroom` bytes into the buffer, writing none of the mbuf's fields that
 // already hold the values wanted. Over net_ring the receiving lcore read
 // the mbuf's first line when it took the frame; an mbuf that carried a
 // frame of the same length last time (every frame of a stream of equal
 // messages) gets no store at all, and the line does not cross back. Null
-// when the pool is empty or len does not fit.
-rte_mbuf* alloc_frame(rte_mempool* pool, std::uint16_t headroom, std::uint16_t len) noexcept {
-  rte_mbuf* m = rte_mbuf_raw_alloc(pool);
-  if (m == nullptr) return nullptr;
+// (m back in its pool) when len does not fit.
+rte_mbuf* shape_frame(rte_mbuf* m, std::uint16_t headroom, std::uint16_t len) noexcept {
   if (std::uint32_t{headroom} + len > m->buf_len) {
     rte_pktmbuf_free(m);
     return nullptr;
@@ -139,6 +139,15 @@ rte_mbuf* alloc_frame(rte_mempool* pool, std::uint16_t headroom, std::uint16_t l
   return m;
 }
 
+// Asks for the line at p with the intent to write it (PREFETCHW): the line
+// comes exclusive, so the store that follows finds it ready.
+inline void prefetch_for_write(const void* p) noexcept {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
 
 // Whether the n bytes (8 <= n) at a and b are equal, without a call.
 inline bool same_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) noexcept {
@@ -159,9 +168,11 @@ TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const tr
                                   rte_mbuf*& out) noexcept {
   const std::size_t len = header.size() + d.payload.size() + d.trailer_len;
   if (len > max_copied_frame()) return TxBuild::too_large;
-  const bool shifted = len <= max_shifted_ && header.size() >= stable_prefix;
-  rte_mbuf* m = alloc_frame(frames_, shifted ? shifted_headroom : std::uint16_t{RTE_PKTMBUF_HEADROOM},
-                            static_cast<std::uint16_t>(len));
+  const std::uint16_t headroom = headroom_for(len, header.size());
+  const bool shifted = headroom == shifted_headroom;
+  rte_mbuf* m = prepared_next_ < prepared_size_ ? prepared_[prepared_next_++] : rte_mbuf_raw_alloc(frames_);
+  if (m == nullptr) return TxBuild::mempool_empty;
+  m = shape_frame(m, headroom, static_cast<std::uint16_t>(len));
   if (m == nullptr) return TxBuild::mempool_empty;
   auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
   if (shifted) {
@@ -176,11 +187,60 @@ TxBuild TxMbufBuilder::build_copy(std::span<const std::uint8_t> header, const tr
   return TxBuild::copied;
 }
 
+std::uint16_t TxMbufBuilder::headroom_for(std::size_t frame_len, std::size_t header_len) const noexcept {
+  return frame_len <= max_shifted_ && header_len >= stable_prefix ? shifted_headroom
+                                                                  : std::uint16_t{RTE_PKTMBUF_HEADROOM};
+}
+
+bool TxMbufBuilder::copies(const transport::TxBatch& batch, std::size_t i) const noexcept {
+  const transport::TxDescriptor& d = batch[i];
+  return d.payload.size() < threshold_ || d.header_len > 256 || d.payload.size() > 65535;
+}
+
+void TxMbufBuilder::prepare(const transport::TxBatch& batch, std::size_t first, std::size_t n) noexcept {
+  release_prepared();
+  // The run of packets from `first` on that build() copies whole, and that fit.
+  std::size_t take = 0;
+  while (take < std::min(n, prepared_max) && first + take < batch.size() && copies(batch, first + take) &&
+         batch.frame_size(first + take) <= max_copied_)
+    ++take;
+  if (take == 0 || rte_mempool_get_bulk(frames_, reinterpret_cast<void**>(prepared_.data()),
+                                        static_cast<unsigned>(take)) != 0)
+    return;  // a pool short of a burst: build() takes them one by one, as without this
+  prepared_size_ = take;
+  for (std::size_t k = 0; k < take; ++k) {
+    const auto* m = reinterpret_cast<const std::uint8_t*>(prepared_[k]);
+    rte_prefetch0(m);  // read, and written only when a field changes (shape_frame)
+    const std::size_t len = batch.frame_size(first + k);
+    const std::uint16_t headroom = headroom_for(len, batch[first + k].header_len);
+    // A pool's mbuf has its buffer right after itself and its private area
+    // (rte_pktmbuf_init): the address is known without reading the mbuf.
+    const std::uint8_t* data = m + buf_offset_ + headroom;
+    std::size_t from = 0;
+    if (headroom == shifted_headroom) {
+      rte_prefetch0(data);  // the stable prefix's line: compared, rarely written
+      from = stable_prefix;
+    }
+    const auto end = reinterpret_cast<std::uintptr_t>(data + std::min<std::size_t>(len, 256));
+    for (auto line = reinterpret_cast<std::uintptr_t>(data + from) & ~std::uintptr_t{RTE_CACHE_LINE_SIZE - 1};
+         line < end; line += RTE_CACHE_LINE_SIZE)
+      prefetch_for_write(reinterpret_cast<const void*>(line));
+  }
+}
+
+unsigned TxMbufBuilder::frames_available() const noexcept { return rte_mempool_avail_count(frames_); }
+
+void TxMbufBuilder::release_prepared() noexcept {
+  if (prepared_next_ < prepared_size_)
+    rte_mempool_put_bulk(frames_, reinterpret_cast<void* const*>(prepared_.data() + prepared_next_),
+                         static_cast<unsigned>(prepared_size_ - prepared_next_));
+  prepared_next_ = prepared_size_ = 0;
+}
+
 TxBuild TxMbufBuilder::build(const transport::TxBatch& batch, std::size_t i, rte_mbuf*& out) noexcept {
   const transport::TxDescriptor& d = batch[i];
   const auto header = batch.header(i);
-  if (d.payload.size() < threshold_ || header.size() > 256 || d.payload.size() > 65535)
-    return build_copy(header, d, out);
+  if (copies(batch, i)) return build_copy(header, d, out);
 
   rte_mbuf* head = rte_pktmbuf_alloc(small_);
   rte_mbuf* body = rte_pktmbuf_alloc(attach_);

@@ -12,6 +12,7 @@
 // segment, else a copy into a scratch buffer (the parser wants one span).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +52,20 @@ class TxMbufBuilder {
   TxMbufBuilder(const TxMbufBuilder&) = delete;
   TxMbufBuilder& operator=(const TxMbufBuilder&) = delete;
 
+  // Takes from the pool, in one go, the mbufs that packets [first, first +
+  // n) of `batch` will be copied into (at most prepared_max; none when the
+  // pool has fewer) and asks for the lines each will be written in: mbufs
+  // freed by an lcore that read them have those lines in its cache, and
+  // asking for all of a burst's at once overlaps what would otherwise be
+  // one wait per frame. build() uses them in order; release_prepared()
+  // gives back what it did not use.
+  static constexpr std::size_t prepared_max = 64;
+  void prepare(const transport::TxBatch& batch, std::size_t first, std::size_t n) noexcept;
+  void release_prepared() noexcept;
+  [[nodiscard]] std::size_t prepared() const noexcept { return prepared_size_ - prepared_next_; }
+  // The frames pool's free mbufs (lcore caches included).
+  [[nodiscard]] unsigned frames_available() const noexcept;
+
   // Builds packet i of `batch` into `out` (set only on copied / zero_copy).
   TxBuild build(const transport::TxBatch& batch, std::size_t i, rte_mbuf*& out) noexcept;
   // One mbuf holding `frame` (fabric links, tests); nullptr when the pool is
@@ -65,6 +80,8 @@ class TxMbufBuilder {
  private:
   TxMbufBuilder() = default;
   TxBuild build_copy(std::span<const std::uint8_t> header, const transport::TxDescriptor& d, rte_mbuf*& out) noexcept;
+  [[nodiscard]] bool copies(const transport::TxBatch& batch, std::size_t i) const noexcept;
+  [[nodiscard]] std::uint16_t headroom_for(std::size_t frame_len, std::size_t header_len) const noexcept;
 
   rte_mempool* frames_ = nullptr;  // whole frames, copied
   rte_mempool* small_ = nullptr;   // header and trailer segments of a chain
@@ -74,6 +91,10 @@ class TxMbufBuilder {
   std::size_t max_shifted_ = 0;  // the largest frame copied past the shifted headroom (.cpp)
   std::uint32_t threshold_ = zero_copy_never;
   bool zero_copy_ = false;
+  std::uint32_t buf_offset_ = 0;  // from an mbuf of frames_ to its buffer (mbuf + private area)
+  std::array<rte_mbuf*, prepared_max> prepared_{};
+  std::size_t prepared_next_ = 0;
+  std::size_t prepared_size_ = 0;
 };
 
 // The bytes of a received frame as one span: valid while the mbuf and

@@ -146,6 +146,79 @@ TEST(TxMbufBuilder, ReusedMbufsCarryExactlyTheNewFrame) {
   rte_pktmbuf_free(m);
 }
 
+// prepare() takes a burst's mbufs at once; build() fills them in order
+// with exactly each frame, release_prepared() gives back the unused ones.
+// A pool short of the burst gives none: build() then takes mbufs one by
+// one until the pool is empty, as without prepare().
+TEST(TxMbufBuilder, PreparedMbufsCarryTheBurstAndTheRestGoBack) {
+  std::string error;
+  TxMbufSetup setup;
+  setup.name = "prepared";
+  setup.mbufs = 1024;
+  auto builder = TxMbufBuilder::create(setup, error);
+  ASSERT_TRUE(builder) << error;
+  const unsigned all = builder->frames_available();
+  ASSERT_EQ(all, 1024u);
+
+  transport::TxBatch batch;
+  std::vector<std::vector<std::uint8_t>> frames;
+  for (std::uint32_t k = 0; k < 5; ++k) {
+    std::vector<std::uint8_t> payload(k == 2 ? 1500 : 64, static_cast<std::uint8_t>(0x10 + k));
+    wire::FrameSpec spec = write_only_spec(0x42, 100 + k);
+    spec.reth.dma_len = static_cast<std::uint32_t>(payload.size());
+    std::vector<std::uint8_t> frame(4096);
+    frame.resize(wire::build_frame(spec, payload, frame));
+    ASSERT_FALSE(frame.empty());
+    const std::size_t body = frame.size() - wire::icrc_size;
+    const auto space = batch.header_space(body);
+    std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
+    batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+    frames.push_back(std::move(frame));
+  }
+  builder->prepare(batch, 1, 10);  // packets 1..4: the batch ends first
+  EXPECT_EQ(builder->prepared(), 4u);
+  EXPECT_EQ(builder->frames_available(), all - 4);
+  std::vector<rte_mbuf*> built;
+  for (std::size_t i = 1; i < 4; ++i) {
+    rte_mbuf* m = nullptr;
+    ASSERT_EQ(builder->build(batch, i, m), TxBuild::copied);
+    EXPECT_EQ(m->data_len, frames[i].size());
+    EXPECT_EQ(m->pkt_len, frames[i].size());
+    EXPECT_EQ(m->data_off, RTE_PKTMBUF_HEADROOM + (frames[i].size() <= 1024 ? 30 : 0)) << "packet " << i;
+    EXPECT_TRUE(std::equal(frames[i].begin(), frames[i].end(), rte_pktmbuf_mtod(m, const std::uint8_t*)))
+        << "packet " << i;
+    built.push_back(m);
+  }
+  EXPECT_EQ(builder->prepared(), 1u);
+  builder->release_prepared();
+  EXPECT_EQ(builder->prepared(), 0u);
+  EXPECT_EQ(builder->frames_available(), all - 3);
+  for (rte_mbuf* m : built) rte_pktmbuf_free(m);
+  EXPECT_EQ(builder->frames_available(), all);
+
+  // Leave 3 mbufs in the pool: a burst of 5 is not prepared, and build()
+  // copies 3 frames and then reports the pool empty.
+  std::vector<rte_mbuf*> held;
+  while (builder->frames_available() > 3) {
+    rte_mbuf* m = nullptr;
+    ASSERT_EQ(builder->build(batch, 0, m), TxBuild::copied);
+    held.push_back(m);
+  }
+  builder->prepare(batch, 0, batch.size());
+  EXPECT_EQ(builder->prepared(), 0u);
+  std::vector<TxBuild> results;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    rte_mbuf* m = nullptr;
+    results.push_back(builder->build(batch, i, m));
+    if (m != nullptr) held.push_back(m);
+  }
+  EXPECT_EQ(results, (std::vector<TxBuild>{TxBuild::copied, TxBuild::copied, TxBuild::copied,
+                                           TxBuild::mempool_empty, TxBuild::mempool_empty}));
+  EXPECT_EQ(builder->frames_available(), 0u);
+  for (rte_mbuf* m : held) rte_pktmbuf_free(m);
+  EXPECT_EQ(builder->frames_available(), all);
+}
+
 TEST(RingPair, FramesArriveIntact) {
   std::unique_ptr<Port> a, b;
   std::string error;
