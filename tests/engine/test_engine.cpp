@@ -410,34 +410,41 @@ TEST(EngineHosts, InlineFabricLossStillVerifiesEveryByte) {
   EXPECT_GT(lb->connection_a().counters().retransmitted_packets + 0, 0u);
 }
 
-TEST(EngineHosts, BadFramesAreCountedByReason) {
+// Host B's counters after `frames` went to it in one burst from A's port,
+// straight through the pass-through forward link of an inline-link
+// loopback, and both sides were polled.
+EngineCounters counters_after_injecting(const std::vector<std::vector<std::uint8_t>>& frames,
+                                        const std::string& name) {
   LoopbackConfig c = base_config();
-  c.inline_link = true;  // so the test can inject frames on B's wire
+  c.inline_link = true;  // so the test can put frames on B's wire
   std::string error;
   auto lb = Loopback::create(c, error);
-  ASSERT_TRUE(lb) << error;
-  // Host A transmits on its port; build frames and send them from A's port
-  // straight to B, through the (pass-through) forward link.
+  EXPECT_TRUE(lb) << error;
   TxMbufSetup setup;
-  setup.name = "inj";
+  setup.name = name;
   setup.mbufs = 1024;
   auto builder = TxMbufBuilder::create(setup, error);
-  ASSERT_TRUE(builder);
+  EXPECT_TRUE(builder) << error;
+  if (!lb || !builder) return {};
+  std::vector<rte_mbuf*> burst;
+  for (const auto& f : frames) burst.push_back(builder->copy_frame(f));
+  const auto n = static_cast<std::uint16_t>(burst.size());
+  EXPECT_EQ(rte_eth_tx_burst(lb->host_a().config().port_id, 0, burst.data(), n), n);
+  for (int i = 0; i < 100; ++i) {
+    lb->poll_side_a();
+    lb->poll_side_b();
+  }
+  return lb->host_b().counters();
+}
+
+TEST(EngineHosts, BadFramesAreCountedByReason) {
   std::vector<std::uint8_t> payload(100, 0xab);
   std::vector<std::uint8_t> good(256);
   good.resize(wire::build_frame(write_only_spec(0x777, 1), payload, good));
   std::vector<std::uint8_t> bad_icrc = good;
   bad_icrc[60] ^= 1;
   std::vector<std::uint8_t> truncated(good.begin(), good.begin() + 30);
-  for (const auto* f : {&good, &bad_icrc, &truncated}) {
-    rte_mbuf* m = builder->copy_frame(*f);
-    ASSERT_EQ(rte_eth_tx_burst(lb->host_a().config().port_id, 0, &m, 1), 1);
-  }
-  for (int i = 0; i < 100; ++i) {
-    lb->poll_side_a();
-    lb->poll_side_b();
-  }
-  const EngineCounters& b = lb->host_b().counters();
+  const EngineCounters b = counters_after_injecting({good, bad_icrc, truncated}, "inj");
   EXPECT_EQ(b.rx_unknown_qpn, 1u);
   EXPECT_EQ(b.rx_parse_errors[static_cast<std::size_t>(wire::ParseError::bad_icrc)], 1u);
   EXPECT_EQ(b.rx_parse_errors[static_cast<std::size_t>(wire::ParseError::truncated)], 1u);
@@ -451,16 +458,6 @@ TEST(EngineHosts, BadFramesAreCountedByReason) {
 // frame with Ethernet padding after its ICRC, the same length as the
 // others, has its ICRC elsewhere: the parser computes that one itself.
 TEST(EngineHosts, AlikeFramesOfABurstEachGetTheirIcrcChecked) {
-  LoopbackConfig c = base_config();
-  c.inline_link = true;
-  std::string error;
-  auto lb = Loopback::create(c, error);
-  ASSERT_TRUE(lb) << error;
-  TxMbufSetup setup;
-  setup.name = "four";
-  setup.mbufs = 1024;
-  auto builder = TxMbufBuilder::create(setup, error);
-  ASSERT_TRUE(builder);
   std::vector<std::vector<std::uint8_t>> frames;
   for (std::uint32_t k = 0; k < 8; ++k) {
     const bool padded = k == 6;
@@ -475,14 +472,7 @@ TEST(EngineHosts, AlikeFramesOfABurstEachGetTheirIcrcChecked) {
     frames.push_back(std::move(f));
   }
   ASSERT_EQ(frames[6].size(), frames[0].size());
-  std::vector<rte_mbuf*> burst;
-  for (const auto& f : frames) burst.push_back(builder->copy_frame(f));
-  ASSERT_EQ(rte_eth_tx_burst(lb->host_a().config().port_id, 0, burst.data(), 8), 8);
-  for (int i = 0; i < 100; ++i) {
-    lb->poll_side_a();
-    lb->poll_side_b();
-  }
-  const EngineCounters& b = lb->host_b().counters();
+  const EngineCounters b = counters_after_injecting(frames, "four");
   EXPECT_EQ(b.rx_frames, 8u);
   EXPECT_EQ(b.rx_unknown_qpn, 6u);
   EXPECT_EQ(b.rx_parse_errors[static_cast<std::size_t>(wire::ParseError::bad_icrc)], 2u);
