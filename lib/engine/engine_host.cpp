@@ -158,7 +158,8 @@ void EngineHost::receive_four(std::uint64_t now, rte_mbuf* const* frames) {
   constexpr std::uint32_t l3 = wire::ethernet_header_size;
   const std::uint32_t end = frames[0]->data_len - wire::icrc_size;
   std::array<wire::ByteSpan, 4> spans;
-  for (int k = 0; k < 4; ++k) spans[k] = wire::ByteSpan(rte_pktmbuf_mtod(frames[k], const std::uint8_t*) + l3, end - l3);
+  for (int k = 0; k < 4; ++k)
+    spans[k] = wire::ByteSpan(rte_pktmbuf_mtod(frames[k], const std::uint8_t*) + l3, end - l3);
   std::array<std::uint32_t, 4> icrcs;
   wire::compute_icrcs(spans, icrcs.data());
   for (int k = 0; k < 4; ++k) {

@@ -113,7 +113,8 @@ class alignas(64) EngineHost {
  private:
   explicit EngineHost(const EngineHostConfig& config) : config_(config) {}
   void receive(std::uint64_t now, rte_mbuf* m, const wire::ParseOptions::Precomputed* icrc = nullptr);
-  // Receives frames [first, first + 4) of a burst (received_four_possible).
+  // Receives four frames of a burst that look alike (four_alike in the
+  // .cpp), their ICRCs folded together.
   void receive_four(std::uint64_t now, rte_mbuf* const* frames);
   std::size_t flush_tx();
   void poll_connections(std::uint64_t now);

@@ -61,7 +61,6 @@ struct MetaroceConnection::SendMessage {
   }
 };
 
-
 // One PSN's packet, from its first transmission until it is acknowledged.
 struct MetaroceConnection::TxPacket {
   enum State : std::uint8_t { free_slot, in_flight, lost, rnr_wait, acked };
