@@ -65,14 +65,18 @@ TEST(Eal, VdevOnTheCommandLineProbed) {
   EXPECT_EQ(rte_eth_dev_get_port_by_name("net_ring0", &port), 0) << "the net_ring PMD is not linked";
 }
 
-// A batch holding `frame` as a connection commits a short message:
+// `frame` added to a batch as a connection commits a short message:
 // everything but the ICRC in the arena, the ICRC as the trailer.
-transport::TxBatch batch_of_short_frame(const std::vector<std::uint8_t>& frame) {
-  transport::TxBatch batch;
+void add_short_frame(transport::TxBatch& batch, const std::vector<std::uint8_t>& frame) {
   const std::size_t body = frame.size() - wire::icrc_size;
   const auto space = batch.header_space(body);
   std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
   batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+}
+
+transport::TxBatch batch_of_short_frame(const std::vector<std::uint8_t>& frame) {
+  transport::TxBatch batch;
+  add_short_frame(batch, frame);
   return batch;
 }
 
@@ -169,10 +173,7 @@ TEST(TxMbufBuilder, PreparedMbufsCarryTheBurstAndTheRestGoBack) {
     std::vector<std::uint8_t> frame(4096);
     frame.resize(wire::build_frame(spec, payload, frame));
     ASSERT_FALSE(frame.empty());
-    const std::size_t body = frame.size() - wire::icrc_size;
-    const auto space = batch.header_space(body);
-    std::copy(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(body), space.begin());
-    batch.commit(body, {}, std::span<const std::uint8_t>(frame.data() + body, wire::icrc_size));
+    add_short_frame(batch, frame);
     frames.push_back(std::move(frame));
   }
   builder->prepare(batch, 1, 10);  // packets 1..4: the batch ends first
