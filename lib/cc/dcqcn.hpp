@@ -58,6 +58,7 @@ class Dcqcn final : public transport::CongestionControl {
   [[nodiscard]] std::uint32_t connection_window() const override { return params_.window; }
   [[nodiscard]] std::uint64_t pacing_rate_bps(transport::Time now) override;
   [[nodiscard]] std::string_view name() const override { return "dcqcn"; }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override { return sizeof(*this); }
 
   [[nodiscard]] double current_rate_bps() const noexcept { return current_; }
   [[nodiscard]] double target_rate_bps() const noexcept { return target_; }

@@ -49,6 +49,9 @@ class MetaroceCc final : public transport::CongestionControl {
   [[nodiscard]] std::uint32_t connection_window() const override;
   [[nodiscard]] std::uint64_t pacing_rate_bps(transport::Time now) override;
   [[nodiscard]] std::string_view name() const override { return "metaroce"; }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override {
+    return sizeof(*this) + paths_.capacity() * sizeof(Path);
+  }
 
   [[nodiscard]] double window(std::uint16_t path) const { return paths_[path].window; }
   [[nodiscard]] double alpha(std::uint16_t path) const { return paths_[path].alpha; }

@@ -4,6 +4,7 @@
 // is the no-control baseline used by tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -32,6 +33,8 @@ class CongestionControl {
   // timing wheel.
   [[nodiscard]] virtual std::uint64_t pacing_rate_bps(Time) { return 0; }
   [[nodiscard]] virtual std::string_view name() const = 0;
+  // Bytes the algorithm's state takes (the object and what it allocated).
+  [[nodiscard]] virtual std::size_t memory_bytes() const noexcept = 0;
 };
 
 class FixedWindow final : public CongestionControl {
@@ -45,6 +48,7 @@ class FixedWindow final : public CongestionControl {
   [[nodiscard]] std::uint32_t path_window(std::uint16_t) const override { return per_path_; }
   [[nodiscard]] std::uint32_t connection_window() const override { return per_connection_; }
   [[nodiscard]] std::string_view name() const override { return "fixed"; }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override { return sizeof(*this); }
 
  private:
   std::uint32_t per_path_;

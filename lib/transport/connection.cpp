@@ -15,6 +15,7 @@ std::string_view to_string(PostResult r) noexcept {
     case PostResult::bad_rkey: return "bad_rkey";
     case PostResult::too_long: return "too_long";
     case PostResult::queue_full: return "queue_full";
+    case PostResult::no_resources: return "no_resources";
   }
   return "invalid";
 }
@@ -52,13 +53,13 @@ PostResult Connection::check_receive(const ReceiveRequest& request) noexcept {
 std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, MemoryRegistry& memory,
                                                timer::Wheel& wheel,
                                                std::unique_ptr<CongestionControl> congestion,
-                                               std::string& error) {
+                                               std::string& error, HostPools* pools) {
   error = validate(config);
   if (!error.empty()) return nullptr;
   if (!congestion) congestion = std::make_unique<FixedWindow>(config.path_window, config.psn_window);
   if (config.mode == Mode::rocev2)
-    return std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion));
-  return std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion));
+    return std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion), pools);
+  return std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion), pools);
 }
 
 }  // namespace metaroce::transport

@@ -25,6 +25,8 @@
 #include "transport/counters.hpp"
 #include "transport/memory_region.hpp"
 #include "transport/pacer.hpp"
+#include "transport/pools.hpp"
+#include "transport/ready_list.hpp"
 #include "transport/receive_share.hpp"
 #include "transport/tx_batch.hpp"
 #include "transport/types.hpp"
@@ -50,6 +52,7 @@ enum class PostResult : std::uint8_t {
   bad_rkey,       // (WRITE) rkey 0 is never valid
   too_long,       // message longer than 4 GiB - 1 (the wire's message length field)
   queue_full,     // completion_queue_depth work requests posted and not yet polled
+  no_resources,   // the host's pool has no room for the request now: post it again later
 };
 
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;
@@ -77,11 +80,17 @@ class alignas(64) Connection {
   // Returns nullptr and sets `error` (what is wrong, how to fix it) when the
   // config is not usable. `congestion` may be null: a fixed window of
   // config.path_window per path and config.psn_window per connection.
+  // `pools`: the host's, shared by its connections (they must outlive the
+  // connection); null gives the connection pools of its own.
   static std::unique_ptr<Connection> create(const ConnectionConfig& config, MemoryRegistry& memory,
                                             timer::Wheel& wheel,
                                             std::unique_ptr<CongestionControl> congestion,
-                                            std::string& error);
-  virtual ~Connection() { wheel_.cancel(pacing_timer_); }
+                                            std::string& error, HostPools* pools = nullptr);
+  virtual ~Connection() {
+    wheel_.cancel(pacing_timer_);
+    if (ready_list_ != nullptr) ready_list_->remove(*this);
+    pools_->forget(*this);
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -101,15 +110,26 @@ class alignas(64) Connection {
   // burst limit, or a timer or an arrival made work); the owner should call
   // it again without waiting.
   [[nodiscard]] bool wants_poll() const noexcept { return wants_poll_; }
+  // The owner's ready list: from now on the connection joins it whenever
+  // it turns wants_poll() true (and at once if it is true now). Null: none.
+  void attach_ready_list(ReadyList* list) noexcept {
+    if (ready_list_ != nullptr) ready_list_->remove(*this);
+    ready_list_ = list;
+    if (wants_poll_ && list != nullptr) list->push(*this);
+  }
 
   // Moves completions into `out` (appended), oldest first.
   std::size_t poll_completions(std::vector<Completion>& out) {
     const std::size_t n = completions_.size();
     out.insert(out.end(), completions_.begin(), completions_.end());
     completions_.clear();
+    // A burst's room goes back: an idle connection keeps little.
+    if (completions_.capacity() > kept_completions) std::vector<Completion>().swap(completions_);
     work_in_use_ -= n;
     return n;
   }
+  // Completions' room a connection keeps between polls.
+  static constexpr std::size_t kept_completions = 64;
 
   [[nodiscard]] ConnectionState state() const noexcept { return state_; }
   [[nodiscard]] const ConnectionCounters& counters() const noexcept { return counters_; }
@@ -123,17 +143,25 @@ class alignas(64) Connection {
   void attach_receive_share(ReceiveShare* share) noexcept { receive_share_ = share; }
   // Data packets in flight: sent, and neither acknowledged nor known lost.
   [[nodiscard]] virtual std::uint64_t packets_outstanding() const noexcept = 0;
+  // Bytes this connection holds now: its object, what it allocated itself
+  // and the pool blocks it has taken (its congestion control's included).
+  [[nodiscard]] virtual std::size_t memory_bytes() const noexcept = 0;
+  [[nodiscard]] HostPools& pools() noexcept { return *pools_; }
+  // Asks for a poll (a pool has a block again): as request_poll().
+  void wake() noexcept { request_poll(); }
 
   // Packets poll() may emit per call before yielding (wants_poll()).
   static constexpr std::size_t burst_limit = 64;
 
  protected:
   Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
-             std::unique_ptr<CongestionControl> congestion)
+             std::unique_ptr<CongestionControl> congestion, HostPools* pools)
       : config_(config),
         memory_(memory),
         wheel_(wheel),
         congestion_(std::move(congestion)),
+        own_pools_(pools == nullptr ? std::make_unique<HostPools>() : nullptr),
+        pools_(pools == nullptr ? own_pools_.get() : pools),
         pacing_timer_(&Connection::pacing_callback, this) {
     transitions_[static_cast<std::size_t>(ConnectionState::init)] = 1;
   }
@@ -152,6 +180,12 @@ class alignas(64) Connection {
 
   void paced(Time now, std::size_t wire_bytes) {
     pacer_.sent(now, static_cast<std::uint32_t>(wire_bytes), pacing_rate_);
+  }
+  // Something is to be done in poll(): wants_poll() turns true and the
+  // connection joins its owner's ready list.
+  void request_poll() noexcept {
+    wants_poll_ = true;
+    if (ready_list_ != nullptr && !listed_) ready_list_->push(*this);
   }
   void set_state(ConnectionState s) {
     if (s == state_) return;
@@ -172,14 +206,54 @@ class alignas(64) Connection {
   bool wants_poll_ = false;
   std::unique_ptr<CongestionControl> congestion_;
   ReceiveShare* receive_share_ = nullptr;
+  std::unique_ptr<HostPools> own_pools_;  // when created without a host's
+  HostPools* pools_;
 
  private:
+  friend class ReadyList;
+  friend class BlockPool;
   static void pacing_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
-    static_cast<Connection*>(t.owner())->wants_poll_ = true;
+    static_cast<Connection*>(t.owner())->request_poll();
   }
+  ReadyList* ready_list_ = nullptr;
+  Connection* ready_next_ = nullptr;
+  Connection* ready_prev_ = nullptr;
+  bool listed_ = false;
+  std::uint8_t pool_waits_ = 0;  // BlockPool waiter bits: the pools this connection waits on
   Pacer pacer_;
   std::uint64_t pacing_rate_ = 0;
   timer::Timer pacing_timer_;
 };
+
+inline void ReadyList::push(Connection& c) noexcept {
+  if (c.listed_) return;
+  c.listed_ = true;
+  c.ready_next_ = nullptr;
+  c.ready_prev_ = tail_;
+  if (tail_ != nullptr) tail_->ready_next_ = &c; else head_ = &c;
+  tail_ = &c;
+  ++size_;
+}
+
+inline Connection* ReadyList::pop() noexcept {
+  Connection* c = head_;
+  if (c == nullptr) return nullptr;
+  head_ = c->ready_next_;
+  if (head_ != nullptr) head_->ready_prev_ = nullptr; else tail_ = nullptr;
+  c->listed_ = false;
+  c->ready_next_ = nullptr;
+  --size_;
+  return c;
+}
+
+inline void ReadyList::remove(Connection& c) noexcept {
+  if (!c.listed_) return;
+  if (c.ready_prev_ != nullptr) c.ready_prev_->ready_next_ = c.ready_next_; else head_ = c.ready_next_;
+  if (c.ready_next_ != nullptr) c.ready_next_->ready_prev_ = c.ready_prev_; else tail_ = c.ready_prev_;
+  c.listed_ = false;
+  c.ready_next_ = nullptr;
+  c.ready_prev_ = nullptr;
+  --size_;
+}
 
 }  // namespace metaroce::transport

@@ -50,7 +50,10 @@ namespace metaroce::transport {
   X(cnps_sent, "rocev2: CNPs sent for CE-marked packets, at most one per cnp_interval")   \
   X(send_completions, "send and write completions delivered")                               \
   X(receive_completions, "receive completions delivered")                                   \
-  X(posts_refused_queue_full, "post_send / post_receive refused: completion_queue_depth work requests unpolled")
+  X(posts_refused_queue_full, "post_send / post_receive refused: completion_queue_depth work requests unpolled") \
+  X(tx_pool_waits, "sends held back: the host's pool had no chunk or path table for them (back-pressure, resumed when one is given back)") \
+  X(post_pool_refusals, "post_send refused: the host's pool had no room for the work request (no_resources)") \
+  X(rx_pool_drops, "data packets left unplaced and unacknowledged: the host's pool had no chunk to track their message (the sender resends)")
 
 struct ConnectionCounters {
 #define METAROCE_DECLARE_COUNTER(name, what) std::uint64_t name = 0;

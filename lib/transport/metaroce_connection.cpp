@@ -1,22 +1,31 @@
 // MetaroceConnection: construction, the application API, errors and flushing.
 #include <algorithm>
+#include <memory>
+#include <new>
 
 #include "transport/metaroce_internal.hpp"
 
 namespace metaroce::transport {
 
 MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryRegistry& memory,
-                                       timer::Wheel& wheel, std::unique_ptr<CongestionControl> congestion)
-    : Connection(config, memory, wheel, std::move(congestion)),
+                                       timer::Wheel& wheel, std::unique_ptr<CongestionControl> congestion,
+                                       HostPools* pools)
+    : Connection(config, memory, wheel, std::move(congestion), pools),
+      send_queue_(MessageDeleter{&pools_->messages}),
       rnr_timer_(&MetaroceConnection::rnr_callback, this),
       ack_timer_(&MetaroceConnection::ack_callback, this) {
-  // Sizes doc/DESIGN.md ("Sizes") quotes; a change here changes them.
+  // Sizes doc/DESIGN.md ("Connection memory") quotes; a change here changes them.
   static_assert(sizeof(TxPacket) == 32);
   static_assert(sizeof(RxMessage) == 32);
-  stream_sends_.resize(config_.streams);
-  next_msg_seq_.assign(config_.streams, 0);
-  next_recv_seq_.assign(config_.streams, 0);
-  tx_.resize(config_.psn_window);
+  static_assert(chunk_entries * sizeof(TxPacket) == HostPools::chunk_bytes);
+  static_assert(chunk_entries * sizeof(RxMessage) == HostPools::chunk_bytes);
+  static_assert(wire::sack_bits * sizeof(std::uint64_t) == HostPools::path_slot_bytes);
+  stream_sends_ = std::make_unique<StreamSends[]>(config_.streams);
+  next_msg_seq_ = std::make_unique<std::uint32_t[]>(config_.streams);
+  next_recv_seq_ = std::make_unique<std::uint32_t[]>(config_.streams);
+  stream_listed_ = std::make_unique<bool[]>(config_.streams);
+  tx_chunk_count_ = std::max<std::uint32_t>(2, 2 * config_.psn_window / chunk_entries);
+  tx_chunks_ = std::make_unique<TxPacket*[]>(tx_chunk_count_);
   tx_paths_ = std::make_unique<TxPath[]>(config_.paths);
   rx_paths_ = std::make_unique<RxPath[]>(config_.paths);
   for (std::uint16_t p = 0; p < config_.paths; ++p) {
@@ -24,27 +33,123 @@ MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryReg
     path.owner = this;
     path.id = p;
     path.src_port = static_cast<std::uint16_t>(config_.base_src_port + p);
-    path.seq_slot.fill(TxPath::no_packet);
     path.rto_timer.set_callback(&MetaroceConnection::rto_callback, &path);
     path.probe_timer.set_callback(&MetaroceConnection::probe_callback, &path);
     path.stats.rto = config_.initial_rto;
     build_templates(path);
   }
-  rcv_bitmap_.assign(config_.psn_window / 64 + 1, 0);
-  rx_streams_.resize(config_.streams);
-  for (RxStream& s : rx_streams_) s.ring.resize(config_.stream_window);
+  rcv_bitmap_ = std::make_unique<std::uint64_t[]>(config_.psn_window / 64 + 1);
+  rx_chunk_count_ = std::max<std::uint32_t>(2, 2 * config_.stream_window / chunk_entries);
+  rx_streams_ = std::make_unique<RxStream[]>(config_.streams);
+  for (std::uint16_t s = 0; s < config_.streams; ++s)
+    rx_streams_[s].chunks = std::make_unique<RxMessage*[]>(rx_chunk_count_);
 }
 
 MetaroceConnection::~MetaroceConnection() {
   for (std::uint16_t p = 0; p < config_.paths; ++p) {
     wheel_.cancel(tx_paths_[p].rto_timer);
     wheel_.cancel(tx_paths_[p].probe_timer);
+    give_path_slots(tx_paths_[p]);
   }
   wheel_.cancel(rnr_timer_);
   wheel_.cancel(ack_timer_);
+  give_all_tx_chunks();
+  for (std::uint16_t s = 0; s < config_.streams; ++s) give_rx_chunks(rx_streams_[s]);
+  send_queue_.clear();
 }
 
+// ---------------------------------------------------------------- storage
 
+bool MetaroceConnection::take_tx_chunk_slow(std::uint64_t rel) {
+  TxPacket*& chunk = tx_chunks_[(rel / chunk_entries) & (tx_chunk_count_ - 1)];
+  chunk = static_cast<TxPacket*>(pools_->chunks.take());
+  if (chunk != nullptr) return true;
+  ++counters_.tx_pool_waits;
+  pools_->chunks.wait(*this);
+  return false;
+}
+
+void MetaroceConnection::give_tx_chunk(std::uint64_t rel) noexcept {
+  TxPacket*& chunk = tx_chunks_[(rel / chunk_entries) & (tx_chunk_count_ - 1)];
+  if (chunk == nullptr) return;
+  pools_->chunks.give(chunk);
+  chunk = nullptr;
+}
+
+void MetaroceConnection::give_all_tx_chunks() noexcept {
+  for (std::uint32_t i = 0; i < tx_chunk_count_; ++i) {
+    if (tx_chunks_[i] == nullptr) continue;
+    pools_->chunks.give(tx_chunks_[i]);
+    tx_chunks_[i] = nullptr;
+  }
+}
+
+bool MetaroceConnection::take_path_slots(TxPath& path) {
+  if (path.seq_slot != nullptr) return true;
+  path.seq_slot = static_cast<std::uint64_t*>(pools_->path_slots.take());
+  if (path.seq_slot == nullptr) {
+    ++counters_.tx_pool_waits;
+    pools_->path_slots.wait(*this);
+    return false;
+  }
+  std::fill_n(path.seq_slot, wire::sack_bits, TxPath::no_packet);
+  return true;
+}
+
+void MetaroceConnection::give_path_slots(TxPath& path) noexcept {
+  if (path.seq_slot == nullptr) return;
+  pools_->path_slots.give(path.seq_slot);
+  path.seq_slot = nullptr;
+}
+
+MetaroceConnection::RxMessage* MetaroceConnection::rx_message(RxStream& stream, std::uint32_t msg_seq) {
+  RxMessage*& chunk = stream.chunks[(msg_seq / chunk_entries) & (rx_chunk_count_ - 1)];
+  if (chunk == nullptr) {
+    chunk = static_cast<RxMessage*>(pools_->chunks.take());
+    if (chunk == nullptr) {
+      ++counters_.rx_pool_drops;
+      pools_->chunks.wait(*this);
+      return nullptr;
+    }
+    std::uninitialized_default_construct_n(chunk, chunk_entries);
+  }
+  return &chunk[msg_seq % chunk_entries];
+}
+
+void MetaroceConnection::give_rx_chunks(RxStream& stream) noexcept {
+  for (std::uint32_t i = 0; i < rx_chunk_count_; ++i) {
+    if (stream.chunks[i] == nullptr) continue;
+    pools_->chunks.give(stream.chunks[i]);
+    stream.chunks[i] = nullptr;
+  }
+}
+
+std::size_t MetaroceConnection::memory_bytes() const noexcept {
+  std::size_t bytes = sizeof(*this) + congestion_->memory_bytes();
+  bytes += config_.streams * (sizeof(StreamSends) + 2 * sizeof(std::uint32_t) + sizeof(bool) + sizeof(RxStream) +
+                              rx_chunk_count_ * sizeof(RxMessage*));
+  bytes += tx_chunk_count_ * sizeof(TxPacket*) + (config_.psn_window / 64 + 1) * sizeof(std::uint64_t);
+  bytes += config_.paths * (sizeof(TxPath) + sizeof(RxPath));
+  bytes += streams_finished_.capacity() * sizeof(std::uint16_t) + send_queue_.capacity() * sizeof(void*) +
+           completions_.capacity() * sizeof(Completion) + pending_naks_.capacity() * sizeof(PendingNak);
+  // std::deque (libstdc++): a map of 8 pointers and a 512-byte node at the
+  // least, one node per 512 bytes of elements.
+  const auto deque_bytes = [](std::size_t n, std::size_t element) {
+    return (n * element / 512 + 1) * 512 + 8 * sizeof(void*);
+  };
+  bytes += deque_bytes(retransmit_queue_.size(), sizeof(std::uint64_t)) +
+           deque_bytes(rnr_queue_.size(), sizeof(std::uint64_t));
+  for (std::uint16_t s = 0; s < config_.streams; ++s) {
+    const RxStream& stream = rx_streams_[s];
+    bytes += deque_bytes(stream.posted.size(), sizeof(ReceiveRequest));
+    for (std::uint32_t i = 0; i < rx_chunk_count_; ++i) bytes += stream.chunks[i] != nullptr ? HostPools::chunk_bytes : 0;
+  }
+  for (std::uint32_t i = 0; i < tx_chunk_count_; ++i) bytes += tx_chunks_[i] != nullptr ? HostPools::chunk_bytes : 0;
+  for (std::uint16_t p = 0; p < config_.paths; ++p)
+    bytes += tx_paths_[p].seq_slot != nullptr ? HostPools::path_slot_bytes : 0;
+  bytes += send_queue_.size() * HostPools::message_bytes;
+  return bytes;
+}
 
 void MetaroceConnection::close() {
   if (state_ == ConnectionState::closed) return;
@@ -55,13 +160,12 @@ void MetaroceConnection::close() {
 PostResult MetaroceConnection::post_send(const SendRequest& request) {
   if (const PostResult r = check_send(request); r != PostResult::ok) return r;
 
-  std::unique_ptr<SendMessage> message;
-  if (spare_messages_.empty()) {
-    message = std::make_unique<SendMessage>();
-  } else {
-    message = std::move(spare_messages_.back());
-    spare_messages_.pop_back();
+  void* block = pools_->messages.take();
+  if (block == nullptr) {
+    ++counters_.post_pool_refusals;
+    return PostResult::no_resources;
   }
+  OwnerRing<SendMessage, MessageDeleter>::Owner message(new (block) SendMessage, MessageDeleter{&pools_->messages});
   message->reset(request);
   message->msg_seq = next_msg_seq_[request.stream]++;
   if (consumes_receive(request.op)) message->recv_seq = next_recv_seq_[request.stream]++;
@@ -71,9 +175,9 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
                                ? 1
                                : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
   stream_sends_[request.stream].push_back(message.get());
-  send_queue_.push_back(std::move(message));
+  send_queue_.push_back(std::move(message));  // (room for it: see OwnerRing)
   ++work_in_use_;
-  wants_poll_ = true;
+  request_poll();
   return PostResult::ok;
 }
 
@@ -114,7 +218,7 @@ void MetaroceConnection::fail(CompletionStatus status, SendMessage* culprit) {
 
 void MetaroceConnection::flush_all() {
   for (std::uint16_t s = 0; s < config_.streams; ++s) {
-    for (SendMessage* m : stream_sends_[s]) {
+    for (SendMessage* m = stream_sends_[s].front(); m != nullptr; m = m->stream_next) {
       completions_.push_back(Completion{m->request.wr_id, CompletionStatus::flushed,
                                         is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
                                         s, m->request.length, false, 0});
@@ -129,24 +233,29 @@ void MetaroceConnection::flush_all() {
     rx_streams_[s].posted.clear();
   }
   send_queue_.clear();
+  send_queue_.release();
   segment_index_ = 0;
-  for (TxPacket& p : tx_) p = TxPacket{};
+  give_all_tx_chunks();
+  streams_finished_.clear();
+  for (std::uint16_t s = 0; s < config_.streams; ++s) stream_listed_[s] = false;
   retransmit_queue_.clear();
   rnr_queue_.clear();
   for (std::uint16_t p = 0; p < config_.paths; ++p) {
     TxPath& path = tx_paths_[p];
     wheel_.cancel(path.rto_timer);
     wheel_.cancel(path.probe_timer);
-    path.seq_slot.fill(TxPath::no_packet);
+    give_path_slots(path);
     path.una = path.next_seq;
     path.in_flight = 0;
     path.probes_in_flight = 0;
     path.probe_due = false;
   }
+  probes_due_ = 0;
   snd_una_ = snd_next_;
   data_in_flight_ = 0;
   wheel_.cancel(rnr_timer_);
-  wants_poll_ = !pending_naks_.empty();
+  wants_poll_ = false;
+  if (!pending_naks_.empty()) request_poll();
 }
 
 PathInfo MetaroceConnection::path_info(std::uint16_t path) const noexcept {

@@ -15,7 +15,7 @@ namespace metaroce::transport {
 class MetaroceConnection final : public Connection {
  public:
   MetaroceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
-                     std::unique_ptr<CongestionControl> congestion);
+                     std::unique_ptr<CongestionControl> congestion, HostPools* pools = nullptr);
   ~MetaroceConnection() override;
 
   void close() override;
@@ -25,6 +25,10 @@ class MetaroceConnection final : public Connection {
   void poll(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
   [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override { return data_in_flight_; }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override;
+  // Packets in flight (send side) or messages being received (per stream)
+  // that one pool chunk tracks.
+  static constexpr std::uint32_t chunk_entries = 128;
 
  private:
   struct SendMessage;
@@ -33,16 +37,38 @@ class MetaroceConnection final : public Connection {
   struct RxPath;
   struct RxMessage;
   struct RxStream;
+  struct StreamSends;
+  // Gives a SendMessage back to the pool it came from.
+  struct MessageDeleter {
+    BlockPool* pool = nullptr;
+    void operator()(SendMessage* m) const noexcept;
+  };
 
   void fail(CompletionStatus status, SendMessage* culprit);
   void flush_all();
+
+  // --- storage taken as traffic needs it (doc/DESIGN.md, "Connection memory") ---
+  [[nodiscard]] TxPacket& packet(std::uint64_t rel) noexcept;  // metaroce_internal.hpp
+  // The chunk for a new packet `rel`; false (and waiting on the pool) when dry.
+  bool take_tx_chunk(std::uint64_t rel) {
+    return tx_chunks_[(rel / chunk_entries) & (tx_chunk_count_ - 1)] != nullptr || take_tx_chunk_slow(rel);
+  }
+  bool take_tx_chunk_slow(std::uint64_t rel);
+  void give_tx_chunk(std::uint64_t rel) noexcept;
+  void give_all_tx_chunks() noexcept;
+  bool take_path_slots(TxPath& path);
+  void give_path_slots(TxPath& path) noexcept;
+  // The tracking entry of message `msg_seq` of `stream`, its chunk taken if
+  // need be; nullptr when the pool is dry.
+  RxMessage* rx_message(RxStream& stream, std::uint32_t msg_seq);
+  void give_rx_chunks(RxStream& stream) noexcept;
 
   // --- send side (connection_tx.cpp) ---
   void build_templates(TxPath& path);
   // Returns the frame's size in bytes.
   std::size_t send_data_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
   bool send_probe(Time now, std::uint16_t path, TxBatch& out);
-  std::int32_t pick_path(bool for_retransmit) noexcept;
+  std::int32_t pick_path(bool for_retransmit);
   bool next_new_packet(std::uint64_t& rel);
   void on_ack(Time now, const wire::ParsedFrame& frame);
   void on_path_ack(Time now, const wire::MrPathAck& block);
@@ -75,15 +101,23 @@ class MetaroceConnection final : public Connection {
 
 
   // Send side. `rel` numbers count PSNs from initial_psn without wrapping.
-  OwnerRing<SendMessage> send_queue_;  // in post order, until completed
-  // Completed messages kept for reuse, so posting allocates nothing once
-  // the queue has reached its working depth (bounded by max_send_wr).
-  std::vector<std::unique_ptr<SendMessage>> spare_messages_;
+  // In post order, until completed. Messages come from the host's pool
+  // (HostPools::messages), so posting allocates nothing once it has grown.
+  OwnerRing<SendMessage, MessageDeleter> send_queue_;
   std::size_t segment_index_ = 0;  // first message of send_queue_ with packets to assign
-  std::vector<std::deque<SendMessage*>> stream_sends_;  // per stream, in post order
-  std::vector<std::uint32_t> next_msg_seq_;
-  std::vector<std::uint32_t> next_recv_seq_;
-  std::vector<TxPacket> tx_;  // ring indexed by rel & (psn_window - 1)
+  std::unique_ptr<StreamSends[]> stream_sends_;  // per stream, in post order
+  std::unique_ptr<std::uint32_t[]> next_msg_seq_;
+  std::unique_ptr<std::uint32_t[]> next_recv_seq_;
+  // Streams with a message finished since complete_sends last ran, once each.
+  std::vector<std::uint16_t> streams_finished_;
+  std::unique_ptr<bool[]> stream_listed_;
+  // Packets from snd_una_ to snd_next_, in chunks of chunk_entries taken
+  // from the host's pool (packet()): chunk (rel / chunk_entries) %
+  // tx_chunk_count_, which is twice the PSN window's worth, so the chunk a
+  // new packet needs is never one that older packets still hold.
+  std::unique_ptr<TxPacket*[]> tx_chunks_;
+  std::uint32_t tx_chunk_count_ = 0;
+  std::uint32_t probes_due_ = 0;  // paths with probe_due set
   std::uint64_t snd_una_ = 0;   // oldest rel not acknowledged
   std::uint64_t snd_next_ = 0;  // next rel to assign
   std::uint32_t data_in_flight_ = 0;  // data transmissions unresolved, all paths
@@ -97,9 +131,10 @@ class MetaroceConnection final : public Connection {
 
   // Receive side.
   std::unique_ptr<RxPath[]> rx_paths_;
-  std::vector<std::uint64_t> rcv_bitmap_;  // psn_window bits, ring
+  std::unique_ptr<std::uint64_t[]> rcv_bitmap_;  // psn_window bits (+ one word), ring
   std::uint64_t rcv_base_ = 0;            // rel of the first PSN not yet placed
-  std::vector<RxStream> rx_streams_;
+  std::unique_ptr<RxStream[]> rx_streams_;
+  std::uint32_t rx_chunk_count_ = 0;  // chunks per stream (RxStream)
   std::uint32_t completed_msn_ = 0;
   std::uint32_t unacked_packets_ = 0;
   bool ack_now_ = false;

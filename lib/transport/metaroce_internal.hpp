@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "transport/metaroce_connection.hpp"
+#include "transport/pools.hpp"
 
 namespace metaroce::transport {
 
@@ -24,6 +25,7 @@ struct MetaroceConnection::SendMessage {
   bool finished = false;   // every packet acknowledged, or failed
   bool completed = false;  // its completion was delivered
   CompletionStatus status = CompletionStatus::success;
+  SendMessage* stream_next = nullptr;  // the next of its stream, in post order (StreamSends)
 
   // A fresh message for `r` (a recycled one is reset here). Field by
   // field, on purpose: `*this = SendMessage{}` compiles to a string store
@@ -33,7 +35,8 @@ struct MetaroceConnection::SendMessage {
   // and wait for them to reach the cache, a stall per message.
   void reset(const SendRequest& r) noexcept {
     // Every field is set below: a new one must be added there.
-    static_assert(sizeof(SendRequest) == 56 && sizeof(SendMessage) == 104);
+    static_assert(sizeof(SendRequest) == 56 && sizeof(SendMessage) == 112);
+    static_assert(sizeof(SendMessage) <= HostPools::message_bytes);
     request.wr_id = r.wr_id;
     request.op = r.op;
     request.stream = r.stream;
@@ -58,7 +61,32 @@ struct MetaroceConnection::SendMessage {
     finished = false;
     completed = false;
     status = CompletionStatus::success;
+    stream_next = nullptr;
   }
+};
+
+inline void MetaroceConnection::MessageDeleter::operator()(SendMessage* m) const noexcept {
+  m->~SendMessage();
+  pool->give(m);
+}
+
+// One stream's messages not yet completed, in post order, linked through
+// the messages (no storage of its own).
+struct MetaroceConnection::StreamSends {
+  SendMessage* head = nullptr;
+  SendMessage* tail = nullptr;
+  [[nodiscard]] bool empty() const noexcept { return head == nullptr; }
+  [[nodiscard]] SendMessage* front() const noexcept { return head; }
+  void push_back(SendMessage* m) noexcept {
+    m->stream_next = nullptr;
+    if (tail != nullptr) tail->stream_next = m; else head = m;
+    tail = m;
+  }
+  void pop_front() noexcept {
+    head = head->stream_next;
+    if (head == nullptr) tail = nullptr;
+  }
+  void clear() noexcept { head = tail = nullptr; }
 };
 
 // One PSN's packet, from its first transmission until it is acknowledged.
@@ -75,8 +103,14 @@ struct MetaroceConnection::TxPacket {
   std::uint16_t transmissions = 0;
 };
 
+inline MetaroceConnection::TxPacket& MetaroceConnection::packet(std::uint64_t rel) noexcept {
+  return tx_chunks_[(rel / chunk_entries) & (tx_chunk_count_ - 1)][rel % chunk_entries];
+}
+
 // Send side of a path. seq_slot[s % 256] holds what path sequence s carried
-// while it is unresolved (neither acknowledged nor declared lost).
+// while it is unresolved (neither acknowledged nor declared lost); the table
+// (2 KiB) comes from the host's pool while the path has anything
+// unresolved, and is null otherwise.
 struct MetaroceConnection::TxPath {
   static constexpr std::uint64_t no_packet = ~std::uint64_t{0};
   static constexpr std::uint64_t probe = no_packet - 1;
@@ -92,7 +126,7 @@ struct MetaroceConnection::TxPath {
   std::uint32_t una = 0;  // oldest unresolved sequence (== next_seq when none)
   std::uint32_t in_flight = 0;         // data packets unresolved (the window counts these)
   std::uint32_t probes_in_flight = 0;  // probes unresolved
-  std::array<std::uint64_t, wire::sack_bits> seq_slot;
+  std::uint64_t* seq_slot = nullptr;
   // Templates per opcode, rebuilt when the source port changes.
   wire::HeaderTemplate write_template, write_imm_template, send_template, send_imm_template,
       probe_template;
@@ -165,9 +199,15 @@ struct MetaroceConnection::RxMessage {
   std::uint64_t placed = 0;
 };
 
+// The messages of a stream being received are tracked in chunks of
+// chunk_entries, taken from the host's pool for as long as one of their
+// messages is active: chunk (msg_seq / chunk_entries) % chunk_count.
+// chunk_count holds twice the stream window, so the chunk a new message
+// needs is never one whose older messages are still being completed.
 struct MetaroceConnection::RxStream {
   std::uint32_t next_complete = 0;  // msg_seq of the next message to complete
-  std::vector<RxMessage> ring;      // indexed by msg_seq & (stream_window - 1)
+  std::uint32_t active = 0;         // messages placed in part or whole, not yet completed
+  std::unique_ptr<RxMessage*[]> chunks;
   std::deque<ReceiveRequest> posted;
   std::uint32_t posted_base = 0;  // recv_seq of posted.front()
 };

@@ -76,7 +76,7 @@ void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, cons
   ++unacked_packets_;
   if (frame.bth.ack_req || unacked_packets_ >= config_.ack_every_packets) ack_now_ = true;
   if (ack_now_) {
-    wants_poll_ = true;
+    request_poll();
   } else if (!ack_timer_.armed()) {
     wheel_.arm(ack_timer_, now + config_.ack_delay);
   }
@@ -85,7 +85,7 @@ void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, cons
 void MetaroceConnection::ack_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
   auto* self = static_cast<MetaroceConnection*>(t.owner());
   self->ack_now_ = true;
-  self->wants_poll_ = true;
+  self->request_poll();
 }
 
 void MetaroceConnection::on_probe(Time now, const wire::ParsedFrame& frame) {
@@ -106,7 +106,7 @@ void MetaroceConnection::on_probe(Time now, const wire::ParsedFrame& frame) {
 
 void MetaroceConnection::send_nak(std::uint8_t syndrome, std::uint32_t psn) {
   pending_naks_.push_back(PendingNak{syndrome, psn});
-  wants_poll_ = true;
+  request_poll();
 }
 
 void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
@@ -156,7 +156,9 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       ++counters_.message_beyond_window;
       return;
     }
-    RxMessage& msg = stream.ring[d.msg_seq & (config_.stream_window - 1)];
+    RxMessage* tracked = rx_message(stream, d.msg_seq);
+    if (tracked == nullptr) return;  // the pool is dry: unplaced and unrecorded, the sender resends
+    RxMessage& msg = *tracked;
     const bool is_send = frame.bth.opcode == wire::opcode::mr_send || frame.bth.opcode == wire::opcode::mr_send_imm;
     const std::uint32_t msg_len = is_send ? frame.mr_send.msg_len : frame.mr_write.msg_len;
     const std::uint32_t offset = is_send ? frame.mr_send.msg_offset : frame.mr_write.msg_offset;
@@ -217,6 +219,7 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     if (!msg.active) {
       msg = RxMessage{};
       msg.active = true;
+      ++stream.active;
       msg.is_send = is_send;
       msg.length = msg_len;
     }
@@ -254,7 +257,9 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
 
 void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t stream_id) {
   while (true) {
-    RxMessage& msg = stream.ring[stream.next_complete & (config_.stream_window - 1)];
+    RxMessage* chunk = stream.chunks[(stream.next_complete / chunk_entries) & (rx_chunk_count_ - 1)];
+    if (chunk == nullptr) return;
+    RxMessage& msg = chunk[stream.next_complete % chunk_entries];
     if (!msg.active || msg.placed != msg.length || !msg.last_seen) return;
     if (msg.is_send || msg.has_imm) {
       // Both consume the oldest posted receive: the sender numbers them in
@@ -272,6 +277,15 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
     msg = RxMessage{};
     ++stream.next_complete;
     ++completed_msn_;
+    // A chunk whose messages are all completed goes back to the pool, and
+    // so does every chunk of a stream with nothing active.
+    if (--stream.active == 0) {
+      give_rx_chunks(stream);
+    } else if (stream.next_complete % chunk_entries == 0) {
+      RxMessage*& done = stream.chunks[((stream.next_complete - 1) / chunk_entries) & (rx_chunk_count_ - 1)];
+      pools_->chunks.give(done);
+      done = nullptr;
+    }
   }
 }
 

@@ -76,8 +76,9 @@ void MetaroceConnection::rnr_callback(timer::Timer& t, timer::Wheel&, timer::Tic
 void MetaroceConnection::on_tail_probe(std::uint16_t path_id) {
   TxPath& path = tx_paths_[path_id];
   if (path.unresolved() == 0 || state_ != ConnectionState::ready) return;
+  if (!path.probe_due) ++probes_due_;
   path.probe_due = true;
-  wants_poll_ = true;
+  request_poll();
 }
 
 // A path's timeout is not evidence of loss: the packets may sit in a queue
@@ -93,8 +94,9 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
   ++counters_.rto_timeouts;
   ++path.stats.timeouts;
   ++path.consecutive_timeouts;
+  if (!path.probe_due) ++probes_due_;
   path.probe_due = true;
-  wants_poll_ = true;
+  request_poll();
 
   if (path.state == PathState::failed) {
     // A failed path's probe went unanswered too. When no path works, the
@@ -102,7 +104,7 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
     bool any_active = false;
     for (std::uint16_t p = 0; p < config_.paths; ++p) any_active = any_active || tx_paths_[p].state == PathState::active;
     if (!any_active && ++stalled_rounds_ > config_.retry_limit && snd_una_ < snd_next_) {
-      fail(CompletionStatus::retry_exceeded, tx_[snd_una_ & (config_.psn_window - 1)].message);
+      fail(CompletionStatus::retry_exceeded, packet(snd_una_).message);
       return;
     }
   } else if (path.consecutive_timeouts >= config_.path_fail_timeouts) {
@@ -117,11 +119,12 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
     if (port == path.src_port) port = static_cast<std::uint16_t>(49152u + (port - 49152u + 1) % 16384u);
     path.src_port = port;
     build_templates(path);
-    for (std::uint32_t s = path.una; s != path.next_seq; ++s) {
+    // (resolve gives the path's table back once nothing is unresolved.)
+    for (std::uint32_t s = path.una; s != path.next_seq && path.seq_slot != nullptr; ++s) {
       const std::uint64_t slot = path.seq_slot[s % wire::sack_bits];
       if (slot == TxPath::no_packet) continue;
       if (slot != TxPath::probe && slot >= snd_una_ && slot < snd_next_) {
-        TxPacket& pkt = tx_[slot & (config_.psn_window - 1)];
+        TxPacket& pkt = packet(slot);
         if (pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == s &&
             ++pkt.timeouts > config_.retry_limit) {
           fail(CompletionStatus::retry_exceeded, pkt.message);
@@ -139,18 +142,18 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
 void MetaroceConnection::on_rnr_timer(Time) {
   for (std::uint64_t rel : rnr_queue_) {
     if (rel < snd_una_ || rel >= snd_next_) continue;
-    TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+    TxPacket& pkt = packet(rel);
     if (pkt.state != TxPacket::rnr_wait) continue;
     pkt.state = TxPacket::lost;
     retransmit_queue_.push_back(rel);
   }
   rnr_queue_.clear();
-  wants_poll_ = true;
+  request_poll();
 }
 
 // ---------------------------------------------------------------- transmit
 
-std::int32_t MetaroceConnection::pick_path(bool for_retransmit) noexcept {
+std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
   std::int32_t best = -1;
   const std::uint32_t n = config_.paths;
   // Round robin from rr_next_path_ (< n), wrapped without a division: this
@@ -166,6 +169,7 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) noexcept {
     // A path's unresolved span (una..next_seq) must stay within the SACK
     // bitmap's reach, not only its count in flight.
     if (path.in_flight >= window || path.next_seq - path.una >= wire::sack_bits) continue;
+    if (path.seq_slot == nullptr && !take_path_slots(tx_paths_[p])) return -1;  // the pool is dry: wait
     if (!for_retransmit) {
       rr_next_path_ = p + 1 == n ? 0 : p + 1;
       return static_cast<std::int32_t>(p);
@@ -187,8 +191,9 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
     // The receiver tracks stream_window messages per stream.
     const auto& stream = stream_sends_[m.request.stream];
     if (!stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window) return false;
+    if (!take_tx_chunk(snd_next_)) return false;  // the pool is dry: wait for a chunk
     rel = snd_next_++;
-    TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+    TxPacket& pkt = packet(rel);
     pkt = TxPacket{};
     pkt.message = &m;
     pkt.offset = static_cast<std::uint32_t>(m.next_offset);
@@ -206,7 +211,7 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
 std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, std::uint16_t path_id,
                                                  TxBatch& out) {
   TxPath& path = tx_paths_[path_id];
-  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  TxPacket& pkt = packet(rel);
   const SendMessage& m = *pkt.message;
   const SendRequest& r = m.request;
   const bool retransmit = pkt.transmissions > 0;
@@ -284,7 +289,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
 
 bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
   TxPath& path = tx_paths_[path_id];
-  if (path.next_seq - path.una >= wire::sack_bits) return false;
+  if (path.next_seq - path.una >= wire::sack_bits || !take_path_slots(path)) return false;
   const wire::HeaderTemplate& t = path.probe_template;
   const std::span<std::uint8_t> h = out.header_space(t.size());
   t.stamp(h, 0, 0, true);
@@ -324,14 +329,17 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
   emit_acks(now, out);
   if (state_ != ConnectionState::ready) return;
 
-  for (std::uint16_t p = 0; p < config_.paths; ++p) {
+  for (std::uint16_t p = 0; probes_due_ != 0 && p < config_.paths; ++p) {
     TxPath& path = tx_paths_[p];
-    if (path.probe_due && send_probe(now, p, out)) path.probe_due = false;
+    if (path.probe_due && send_probe(now, p, out)) {
+      path.probe_due = false;
+      --probes_due_;
+    }
   }
   while (!retransmit_queue_.empty() && out.size() - start < burst_limit &&
          data_in_flight_ < congestion_->connection_window()) {
     const std::uint64_t rel = retransmit_queue_.front();
-    if (rel < snd_una_ || rel >= snd_next_ || tx_[rel & (config_.psn_window - 1)].state != TxPacket::lost) {
+    if (rel < snd_una_ || rel >= snd_next_ || packet(rel).state != TxPacket::lost) {
       retransmit_queue_.pop_front();
       continue;
     }
@@ -355,27 +363,34 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
   out.seal(start);
-  wants_poll_ = out.size() - start >= burst_limit;
+  if (out.size() - start >= burst_limit) request_poll();
 }
 
 // ---------------------------------------------------------------- acknowledgements
 
 void MetaroceConnection::mark_acked(std::uint64_t rel) {
-  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  TxPacket& pkt = packet(rel);
   if (pkt.state == TxPacket::acked || pkt.state == TxPacket::free_slot) return;
   pkt.state = TxPacket::acked;
   SendMessage& m = *pkt.message;
-  if (++m.packets_acked == m.packets_total) m.finished = true;
+  if (++m.packets_acked == m.packets_total) {
+    m.finished = true;
+    const std::uint16_t s = m.request.stream;
+    if (!stream_listed_[s]) {
+      stream_listed_[s] = true;
+      streams_finished_.push_back(s);
+    }
+  }
 }
 
 void MetaroceConnection::mark_lost(std::uint64_t rel) {
-  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  TxPacket& pkt = packet(rel);
   pkt.state = TxPacket::lost;
   retransmit_queue_.push_back(rel);
   ++counters_.packets_declared_lost;
   ++tx_paths_[pkt.path].stats.declared_lost;
   congestion_->on_loss(pkt.path, 0);
-  wants_poll_ = true;
+  request_poll();
 }
 
 // Path sequence `seq` of `path_id` was delivered, or (delivered == false)
@@ -394,8 +409,9 @@ void MetaroceConnection::resolve(Time, std::uint16_t path_id, std::uint32_t seq,
     --data_in_flight_;
   }
   while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet) ++path.una;
+  if (path.una == path.next_seq) give_path_slots(path);  // nothing unresolved: the table goes back
   if (rel == TxPath::probe || rel < snd_una_ || rel >= snd_next_) return;
-  TxPacket& pkt = tx_[rel & (config_.psn_window - 1)];
+  TxPacket& pkt = packet(rel);
   const bool this_copy = pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == seq;
   if (delivered) {
     mark_acked(rel);
@@ -498,7 +514,7 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
   } else if (kind != wire::AckKind::ack) {
     const std::uint64_t rel = snd_una_ + ((frame.bth.psn - wire_psn(snd_una_)) & wire::psn_mask);
     const bool known = rel < snd_next_;
-    TxPacket* pkt = known ? &tx_[rel & (config_.psn_window - 1)] : nullptr;
+    TxPacket* pkt = known ? &packet(rel) : nullptr;
     if (kind == wire::AckKind::rnr_nak) {
       ++counters_.rnr_naks_received;
       if (pkt != nullptr && pkt->state == TxPacket::in_flight) {
@@ -511,6 +527,7 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
           --data_in_flight_;
           while (path.una != path.next_seq && path.seq_slot[path.una % wire::sack_bits] == TxPath::no_packet)
             ++path.una;
+          if (path.una == path.next_seq) give_path_slots(path);
           arm_path_timers(now, path);
         }
         pkt->state = TxPacket::rnr_wait;
@@ -539,16 +556,23 @@ void MetaroceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
 
 void MetaroceConnection::advance_snd_una() {
   while (snd_una_ < snd_next_) {
-    TxPacket& pkt = tx_[snd_una_ & (config_.psn_window - 1)];
+    TxPacket& pkt = packet(snd_una_);
     if (pkt.state != TxPacket::acked) break;
     pkt = TxPacket{};
     ++snd_una_;
+    // A chunk all of whose packets are acknowledged goes back to the pool.
+    if (snd_una_ % chunk_entries == 0) give_tx_chunk(snd_una_ - 1);
   }
-  if (snd_una_ < snd_next_ || segment_index_ < send_queue_.size()) wants_poll_ = true;
+  // Nothing in flight: the chunk of the next packets goes back too (it is
+  // taken again when they are sent).
+  if (snd_una_ == snd_next_) give_tx_chunk(snd_una_);
+  if (snd_una_ < snd_next_ || segment_index_ < send_queue_.size()) request_poll();
 }
 
 void MetaroceConnection::complete_sends() {
-  for (std::uint16_t s = 0; s < config_.streams; ++s) {
+  // Only the streams where a message finished.
+  for (const std::uint16_t s : streams_finished_) {
+    stream_listed_[s] = false;
     auto& queue = stream_sends_[s];
     while (!queue.empty() && queue.front()->finished) {
       SendMessage* m = queue.front();
@@ -560,14 +584,15 @@ void MetaroceConnection::complete_sends() {
       ++counters_.send_completions;
     }
   }
+  streams_finished_.clear();
   // Free completed messages from the front once no packet slot points to
   // them: slots are cleared as snd_una_ passes them.
   while (!send_queue_.empty() && send_queue_.front()->completed &&
          send_queue_.front()->last_rel < snd_una_) {
-    spare_messages_.push_back(std::move(send_queue_.front()));
-    send_queue_.pop_front();
+    send_queue_.pop_front();  // back to the pool
     if (segment_index_ > 0) --segment_index_;
   }
+  if (send_queue_.empty() && send_queue_.capacity() > 64) send_queue_.release();
 }
 
 }  // namespace metaroce::transport

@@ -21,8 +21,8 @@ std::uint8_t rnr_timer_code(Time delay) noexcept {
 }  // namespace roce
 
 RoceConnection::RoceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
-                               std::unique_ptr<CongestionControl> congestion)
-    : Connection(config, memory, wheel, std::move(congestion)),
+                               std::unique_ptr<CongestionControl> congestion, HostPools* pools)
+    : Connection(config, memory, wheel, std::move(congestion), pools),
       rto_timer_(&RoceConnection::rto_callback, this),
       rnr_timer_(&RoceConnection::rnr_callback, this),
       ack_timer_(&RoceConnection::ack_callback, this) {
@@ -56,7 +56,7 @@ PostResult RoceConnection::post_send(const SendRequest& request) {
   snd_assigned_ += message->packets;
   send_queue_.push_back(std::move(message));
   ++work_in_use_;
-  wants_poll_ = true;
+  request_poll();
   return PostResult::ok;
 }
 
@@ -116,7 +116,8 @@ void RoceConnection::flush_all() {
   wheel_.cancel(rto_timer_);
   wheel_.cancel(rnr_timer_);
   // NAKs already decided still go out (the peer must learn of the error).
-  wants_poll_ = !pending_naks_.empty();
+  wants_poll_ = false;
+  if (!pending_naks_.empty()) request_poll();
 }
 
 PathInfo RoceConnection::path_info(std::uint16_t) const noexcept {
@@ -131,6 +132,18 @@ PathInfo RoceConnection::path_info(std::uint16_t) const noexcept {
   info.declared_lost = counters_.packets_declared_lost;
   info.timeouts = counters_.rto_timeouts;
   return info;
+}
+
+// The deques' blocks are estimated (libstdc++: a 512-byte node per 512
+// bytes of elements, and a map of at least 8 pointers).
+std::size_t RoceConnection::memory_bytes() const noexcept {
+  const auto deque_bytes = [](std::size_t n, std::size_t element) {
+    return (n * element / 512 + 1) * 512 + 8 * sizeof(void*);
+  };
+  return sizeof(*this) + congestion_->memory_bytes() + completions_.capacity() * sizeof(Completion) +
+         pending_naks_.capacity() * sizeof(PendingNak) +
+         deque_bytes(send_queue_.size(), sizeof(void*)) + send_queue_.size() * sizeof(SendMessage) +
+         deque_bytes(posted_receives_.size(), sizeof(ReceiveRequest));
 }
 
 }  // namespace metaroce::transport

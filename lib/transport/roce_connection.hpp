@@ -58,7 +58,7 @@ namespace metaroce::transport {
 class RoceConnection final : public Connection {
  public:
   RoceConnection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
-                 std::unique_ptr<CongestionControl> congestion);
+                 std::unique_ptr<CongestionControl> congestion, HostPools* pools = nullptr);
   ~RoceConnection() override;
 
   void close() override;
@@ -67,6 +67,7 @@ class RoceConnection final : public Connection {
   void on_frame(Time now, const wire::ParsedFrame& frame) override;
   void poll(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override;
   [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override {
     return snd_max_ - snd_una_;
   }

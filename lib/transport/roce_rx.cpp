@@ -24,7 +24,7 @@ void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
   } else if (op == wire::opcode::cnp) {
     ++counters_.cnp_received;
     congestion_->on_congestion_notification(now);
-    wants_poll_ = true;  // the rate may have changed
+    request_poll();  // the rate may have changed
   } else if (wire::is_metaroce_opcode(op)) {
     ++counters_.wrong_mode_packets;
   } else {
@@ -34,7 +34,7 @@ void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
 
 void RoceConnection::queue_nak(std::uint8_t syndrome, std::uint32_t psn) {
   pending_naks_.push_back(PendingNak{syndrome, psn});
-  wants_poll_ = true;
+  request_poll();
 }
 
 // A request that cannot be carried out: NAK it, and the QP goes to ERROR
@@ -48,7 +48,7 @@ void RoceConnection::note_in_order_packet(Time now, bool ack_req) {
   ++unacked_packets_;
   if (ack_req || unacked_packets_ >= config_.ack_every_packets) ack_now_ = true;
   if (ack_now_) {
-    wants_poll_ = true;
+    request_poll();
   } else if (!ack_timer_.armed()) {
     wheel_.arm(ack_timer_, now + config_.ack_delay);
   }
@@ -57,7 +57,7 @@ void RoceConnection::note_in_order_packet(Time now, bool ack_req) {
 void RoceConnection::ack_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
   auto* self = static_cast<RoceConnection*>(t.owner());
   self->ack_now_ = true;
-  self->wants_poll_ = true;
+  self->request_poll();
 }
 
 void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
@@ -66,7 +66,7 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     // Notification point: tell the sender, at most once per interval.
     if (!cnp_pending_ && (!cnp_sent_ || now - last_cnp_ >= config_.cnp_interval)) {
       cnp_pending_ = true;
-      wants_poll_ = true;
+      request_poll();
     }
   }
   const std::uint32_t e = expected_psn();
@@ -77,7 +77,7 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       ++counters_.duplicate_packets;
       ++counters_.spurious_retransmissions;
       ack_now_ = true;
-      wants_poll_ = true;
+      request_poll();
       return;
     }
     // Past e: a gap. Drop, and NAK once per gap: the requester goes back to e.

@@ -58,7 +58,7 @@ void RoceConnection::on_rnr_timer() {
   if (!rnr_waiting_ || state_ != ConnectionState::ready) return;
   rnr_waiting_ = false;
   snd_next_ = std::max(rnr_rel_, snd_una_);
-  wants_poll_ = true;
+  request_poll();
 }
 
 // ---------------------------------------------------------------- transmit
@@ -135,7 +135,7 @@ void RoceConnection::poll(Time now, TxBatch& out) {
   const std::uint64_t window = std::min<std::uint64_t>(config_.psn_window, congestion_->connection_window());
   while (snd_next_ < snd_assigned_ && snd_next_ - snd_una_ < window) {
     if (out.size() - start >= burst_limit) {
-      wants_poll_ = true;
+      request_poll();
       return;
     }
     if (!pacing_allows(now)) return;
@@ -174,7 +174,7 @@ void RoceConnection::acknowledge_through(Time now, std::uint64_t rel_end) {
   } else {
     wheel_.cancel(rto_timer_);
   }
-  wants_poll_ = true;
+  request_poll();
 }
 
 // Go-back-N: transmit again every packet from `rel` on.
@@ -185,7 +185,7 @@ void RoceConnection::go_back(Time now, std::uint64_t rel) {
   retry_rel_ = rel;
   rtt_probe_active_ = false;  // Karn: a resent packet gives no RTT sample
   congestion_->on_loss(0, now);
-  wants_poll_ = true;
+  request_poll();
 }
 
 void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {

@@ -1,0 +1,37 @@
+// The connections of one host that have something to do: a FIFO, linked
+// through the connections themselves (no allocation), each connection in it
+// at most once. A connection joins when it turns wants_poll() true (a post,
+// a frame that needs an answer, a timer, a window that opened); the host
+// takes them in order, so a turn costs O(work), not O(connections), and a
+// connection that keeps having work goes to the back behind the others.
+// Threading: the owner's thread only, like the connections.
+#pragma once
+
+#include <cstddef>
+
+namespace metaroce::transport {
+
+class Connection;
+
+class ReadyList {
+ public:
+  ReadyList() = default;
+  ReadyList(const ReadyList&) = delete;
+  ReadyList& operator=(const ReadyList&) = delete;
+
+  // Appends `c` unless it is listed already (defined in connection.hpp).
+  void push(Connection& c) noexcept;
+  // Takes the oldest; nullptr when empty.
+  [[nodiscard]] Connection* pop() noexcept;
+  // Takes `c` out wherever it is (a connection being destroyed).
+  void remove(Connection& c) noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  Connection* head_ = nullptr;
+  Connection* tail_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace metaroce::transport
