@@ -1,114 +1,11 @@
-// What an engine host counts: every frame in and out, and every drop under
-// the name of its reason. Owned by one lcore; read by others only after it
-// stopped (or as a racy snapshot for progress lines).
+// What an engine host counts: the host's counters (lib/host), which the
+// engine fills in for what only it sees (mbufs, the PMD's rings).
 #pragma once
 
-#include <algorithm>
-#include <array>
-#include <cstdint>
-#include <string>
-
-#include "wire/frame.hpp"
+#include "host/host_counters.hpp"
 
 namespace metaroce::engine {
 
-struct EngineCounters {
-  std::uint64_t rx_frames = 0;       // taken from the port
-  std::uint64_t rx_bytes = 0;
-  std::uint64_t rx_linearized = 0;   // multi-segment frames copied to be parsed
-  std::uint64_t rx_delivered = 0;    // handed to a connection
-  std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
-  std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
-  std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
-  std::uint64_t rx_vlan_mismatch = 0;  // dropped: 802.1Q tag (or none) not the connection's VLAN
-  std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
-  std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
-
-  std::uint64_t tx_frames = 0;       // taken by the PMD
-  std::uint64_t tx_bytes = 0;
-  std::uint64_t tx_zero_copy = 0;    // payload attached as an external buffer
-  std::uint64_t tx_copied = 0;       // payload copied into the mbuf
-  std::uint64_t tx_deferred = 0;     // not taken by the PMD this turn; retried the next
-  std::uint64_t tx_ring_full = 0;    // turns in which the PMD took fewer than offered
-  // Frames that found no mbuf: copied aside and sent on a later turn, in
-  // order, before anything newer (not a drop; connections wait meanwhile).
-  std::uint64_t tx_mempool_empty = 0;
-  std::uint64_t tx_frame_too_large = 0;  // dropped: frame larger than an mbuf (raise mbuf_data_room)
-
-  std::uint64_t polls = 0;
-  std::uint64_t idle_polls = 0;      // turns with nothing received or sent
-  std::uint64_t idle_sleeps = 0;
-  // Longest time between two turns: a stall (preemption, a slow caller)
-  // that the transport's timers saw. Not a sum: += keeps the larger.
-  std::uint64_t max_poll_gap_ns = 0;
-  std::uint64_t connections_refused = 0;  // add_connection refused: max_connections reached
-
-  [[nodiscard]] std::uint64_t rx_parse_errors_total() const noexcept {
-    std::uint64_t n = 0;
-    for (const auto v : rx_parse_errors) n += v;
-    return n;
-  }
-  [[nodiscard]] std::uint64_t dropped() const noexcept {
-    return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_parse_errors_total() + rx_mempool_empty +
-           tx_frame_too_large;
-  }
-
-  EngineCounters& operator+=(const EngineCounters& o) noexcept {
-    rx_frames += o.rx_frames;
-    rx_bytes += o.rx_bytes;
-    rx_linearized += o.rx_linearized;
-    rx_delivered += o.rx_delivered;
-    rx_unknown_qpn += o.rx_unknown_qpn;
-    rx_management += o.rx_management;
-    rx_misdirected += o.rx_misdirected;
-    rx_vlan_mismatch += o.rx_vlan_mismatch;
-    for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
-    rx_mempool_empty += o.rx_mempool_empty;
-    tx_frames += o.tx_frames;
-    tx_bytes += o.tx_bytes;
-    tx_zero_copy += o.tx_zero_copy;
-    tx_copied += o.tx_copied;
-    tx_deferred += o.tx_deferred;
-    tx_ring_full += o.tx_ring_full;
-    tx_mempool_empty += o.tx_mempool_empty;
-    tx_frame_too_large += o.tx_frame_too_large;
-    polls += o.polls;
-    idle_polls += o.idle_polls;
-    idle_sleeps += o.idle_sleeps;
-    max_poll_gap_ns = std::max(max_poll_gap_ns, o.max_poll_gap_ns);
-    connections_refused += o.connections_refused;
-    return *this;
-  }
-
-  // f(name, value) for every counter; parse errors as "rx_parse_error.<reason>",
-  // the zero ones too, so a reader sees every reason that exists.
-  template <class F>
-  void visit(F&& f) const {
-    f("rx_frames", rx_frames);
-    f("rx_bytes", rx_bytes);
-    f("rx_linearized", rx_linearized);
-    f("rx_delivered", rx_delivered);
-    f("rx_unknown_qpn", rx_unknown_qpn);
-    f("rx_management", rx_management);
-    f("rx_misdirected", rx_misdirected);
-    f("rx_vlan_mismatch", rx_vlan_mismatch);
-    for (std::size_t i = 1; i < wire::parse_error_count; ++i)
-      f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), rx_parse_errors[i]);
-    f("rx_mempool_empty", rx_mempool_empty);
-    f("tx_frames", tx_frames);
-    f("tx_bytes", tx_bytes);
-    f("tx_zero_copy", tx_zero_copy);
-    f("tx_copied", tx_copied);
-    f("tx_deferred", tx_deferred);
-    f("tx_ring_full", tx_ring_full);
-    f("tx_mempool_empty", tx_mempool_empty);
-    f("tx_frame_too_large", tx_frame_too_large);
-    f("polls", polls);
-    f("idle_polls", idle_polls);
-    f("idle_sleeps", idle_sleeps);
-    f("max_poll_gap_ns", max_poll_gap_ns);
-    f("connections_refused", connections_refused);
-  }
-};
+using EngineCounters = host::HostCounters;
 
 }  // namespace metaroce::engine

@@ -20,6 +20,31 @@ std::string_view to_string(PostResult r) noexcept {
   return "invalid";
 }
 
+void Connection::attach_receive_share(ReceiveShare* share) {
+  if (receive_share_ != nullptr) {
+    auto& l = receive_share_->listeners_;
+    l[share_index_] = l.back();
+    l[share_index_]->share_index_ = share_index_;
+    l.pop_back();
+  }
+  receive_share_ = share;
+  if (share != nullptr) {
+    share_index_ = share->listeners_.size();
+    share->listeners_.push_back(this);
+  }
+}
+
+ReceiveShare::~ReceiveShare() {
+  for (Connection* c : listeners_) c->receive_share_ = nullptr;
+}
+
+void ReceiveShare::wake_on_new_generation() {
+  const std::uint64_t g = generation();
+  if (g == announced_) return;
+  announced_ = g;
+  for (Connection* c : listeners_) c->wake();
+}
+
 PostResult Connection::check_send(const SendRequest& request) noexcept {
   if (state_ != ConnectionState::ready) return PostResult::not_ready;
   if (request.stream >= config_.streams) return PostResult::bad_stream;

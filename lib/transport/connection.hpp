@@ -87,6 +87,7 @@ class alignas(64) Connection {
                                             std::unique_ptr<CongestionControl> congestion,
                                             std::string& error, HostPools* pools = nullptr);
   virtual ~Connection() {
+    attach_receive_share(nullptr);
     wheel_.cancel(pacing_timer_);
     if (ready_list_ != nullptr) ready_list_->remove(*this);
     pools_->forget(*this);
@@ -140,7 +141,7 @@ class alignas(64) Connection {
   [[nodiscard]] virtual PathInfo path_info(std::uint16_t path) const noexcept = 0;
   [[nodiscard]] const CongestionControl& congestion() const noexcept { return *congestion_; }
   // The host's receive share (may be null: no rate hints in our ACKs).
-  void attach_receive_share(ReceiveShare* share) noexcept { receive_share_ = share; }
+  void attach_receive_share(ReceiveShare* share);
   // Data packets in flight: sent, and neither acknowledged nor known lost.
   [[nodiscard]] virtual std::uint64_t packets_outstanding() const noexcept = 0;
   // Bytes this connection holds now: its object, what it allocated itself
@@ -212,6 +213,7 @@ class alignas(64) Connection {
  private:
   friend class ReadyList;
   friend class BlockPool;
+  friend class ReceiveShare;
   static void pacing_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
     static_cast<Connection*>(t.owner())->request_poll();
   }
@@ -219,7 +221,8 @@ class alignas(64) Connection {
   Connection* ready_next_ = nullptr;
   Connection* ready_prev_ = nullptr;
   bool listed_ = false;
-  std::uint8_t pool_waits_ = 0;  // BlockPool waiter bits: the pools this connection waits on
+  std::uint8_t pool_waits_ = 0;
+  std::size_t share_index_ = 0;  // in receive_share_->listeners_  // BlockPool waiter bits: the pools this connection waits on
   Pacer pacer_;
   std::uint64_t pacing_rate_ = 0;
   timer::Timer pacing_timer_;

@@ -72,6 +72,7 @@ void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, cons
   rx_started_ = true;
   if (receive_share_ != nullptr) {
     receive_share_->on_arrival(config_.local_qpn, static_cast<std::uint32_t>(frame.frame.size()), now);
+    receive_share_->wake_on_new_generation();
   }
   ++unacked_packets_;
   if (frame.bth.ack_req || unacked_packets_ >= config_.ack_every_packets) ack_now_ = true;

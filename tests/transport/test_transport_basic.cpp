@@ -51,7 +51,7 @@ TEST(TransportSim, OneGibibyteWrite) {
   for (std::uint64_t i = 0; i < src.size(); ++i) src[i] = i * 0x9e3779b97f4a7c15ull;
   for (transport::Mode mode : {transport::Mode::metaroce, transport::Mode::rocev2}) {
     std::fill(dst.begin(), dst.end(), 0);
-    test::SimHost a, b;
+    host::SimEndpoint a, b;
     transport::ConnectionConfig ca;
     ca.mode = mode;
     ca.paths = mode == transport::Mode::metaroce ? 8 : 1;

@@ -148,8 +148,8 @@ TransferResult run_transfer(const TransferSpec& spec) {
   RingAllocator src_ring(ring_size);
   RingAllocator dst_ring(ring_size);
 
-  SimHost a;
-  SimHost b;
+  host::SimEndpoint a;
+  host::SimEndpoint b;
   const std::uint32_t src_key = a.memory().register_region(src.data(), ring_size, transport::access_local_write);
   const std::uint32_t dst_key = b.memory().register_region(
       dst.data(), ring_size, transport::access_local_write | transport::access_remote_write);
@@ -353,7 +353,7 @@ TransferResult run_transfer(const TransferSpec& spec) {
   for (std::uint16_t p = 0; p < ca.paths; ++p) result.paths.push_back(sender.path_info(p));
   result.forward_counters = net.fabric(ia, ib).counters();
   result.backward_counters = net.fabric(ib, ia).counters();
-  result.receiver_parse_errors = b.parse_errors;
+  result.receiver_parse_errors = b.counters().rx_parse_errors;
   return result;
 }
 

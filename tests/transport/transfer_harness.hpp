@@ -13,7 +13,7 @@
 #include "fabric/config.hpp"
 #include "fabric/counters.hpp"
 #include "sim/network.hpp"
-#include "sim_host.hpp"
+#include "host/sim_endpoint.hpp"
 #include "cc/fair_share.hpp"
 #include "cc/registry.hpp"
 #include "transport/connection.hpp"

@@ -21,7 +21,7 @@
 #include "common/json_line.hpp"
 #include "sim/network.hpp"
 #include "sim/topology.hpp"
-#include "sim_host.hpp"
+#include "host/sim_endpoint.hpp"
 #include "transport/connection.hpp"
 
 namespace {
@@ -40,7 +40,7 @@ constexpr std::uint64_t region_bytes = 4ull << 20;
 // One long flow: a sender host with one connection, writing into its slice
 // of the receiver's region for as long as it is switched on.
 struct Flow {
-  test::SimHost* host = nullptr;
+  host::SimEndpoint* host = nullptr;
   transport::Connection* sender = nullptr;
   transport::Connection* receiver = nullptr;
   transport::CongestionControl* cc = nullptr;
@@ -130,9 +130,9 @@ IncastResult run_incast(const IncastOptions& opt) {
   std::vector<std::uint8_t> src(message_bytes, 0x5a);
   std::vector<std::uint8_t> dst(region_bytes * opt.senders);
 
-  std::vector<std::unique_ptr<test::SimHost>> hosts;
-  for (std::size_t i = 0; i < opt.senders; ++i) hosts.push_back(std::make_unique<test::SimHost>());
-  test::SimHost receiver_host;
+  std::vector<std::unique_ptr<host::SimEndpoint>> hosts;
+  for (std::size_t i = 0; i < opt.senders; ++i) hosts.push_back(std::make_unique<host::SimEndpoint>());
+  host::SimEndpoint receiver_host;
   // FairShare capacity: the port's frame rate less a little headroom, so the
   // queue drains while the hints hold.
   cc::FairShare share(cc::FairShareParams{static_cast<std::uint64_t>(link_bps * 0.97)});
@@ -280,7 +280,7 @@ std::vector<double> ecmp_shares(const std::string& cc_name, std::uint32_t slowed
   constexpr std::uint32_t links = 8;
   constexpr std::uint64_t trunk_bps = link_bps / links;
   std::vector<std::uint8_t> src(message_bytes, 1), dst(region_bytes);
-  test::SimHost left, right;
+  host::SimEndpoint left, right;
   const sim::HostAddress la = sim::numbered_host_address(0), ra = sim::numbered_host_address(1);
   cc::CcConfig cfg;
   cfg.metaroce.paths = 16;
@@ -329,7 +329,7 @@ std::vector<double> ecmp_shares(const std::string& cc_name, std::uint32_t slowed
 // traffic: goodput.
 double lossy_goodput(double loss) {
   std::vector<std::uint8_t> src(message_bytes, 2), dst(region_bytes);
-  test::SimHost a, b;
+  host::SimEndpoint a, b;
   cc::CcConfig cfg;
   cfg.metaroce.paths = 8;
   std::string error;

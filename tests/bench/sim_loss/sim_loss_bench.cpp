@@ -13,7 +13,7 @@
 #include "common/json_line.hpp"
 #include "fabric/config.hpp"
 #include "sim/network.hpp"
-#include "sim_host.hpp"
+#include "host/sim_endpoint.hpp"
 #include "transport/connection.hpp"
 
 namespace {
@@ -47,7 +47,7 @@ struct Options {
 void run_row(Row& row, const Options& opt) {
   constexpr std::uint64_t ring = 64ull << 20;
   std::vector<std::uint8_t> src(ring, 0x5a), dst(ring, 0);
-  test::SimHost a, b;
+  host::SimEndpoint a, b;
   const std::uint32_t src_key = a.memory().register_region(src.data(), ring, transport::access_local_write);
   const std::uint32_t dst_key =
       b.memory().register_region(dst.data(), ring, transport::access_local_write | transport::access_remote_write);

@@ -1,0 +1,175 @@
+// A transport host: one timing wheel, one memory registry, one set of pools
+// and the connections it owns, demultiplexed by destination QPN. No DPDK
+// type: the engine (lib/engine, one per lcore, on mbufs and the TSC) and the
+// simulator (sim_endpoint.hpp, in virtual time) run this same code, so what
+// the simulator measures is what the engine runs.
+//
+// Receive: receive(now, frame bytes) parses the frame (a bad one is counted
+// under its ParseError name), hands QP 1 to the management handler (the
+// connection manager), checks that the QPN is this host's (steering) and
+// the frame's VLAN is its connection's, and gives it to the connection.
+//
+// Transmit: poll_connections(now, sink) polls only the connections on the
+// ready list (those with something to do: a post, a frame that needs an
+// answer, a timer, a window that opened), oldest first, each at most once a
+// turn, and hands their frames to the sink (the engine builds mbufs, the
+// simulator copies bytes). Frames the sink cannot take now (no buffer) are
+// copied aside, held, and given to it first on a later turn, in order;
+// while any are held no connection is polled, and the ones not polled keep
+// their place at the front of the ready list (no connection starves).
+// Nothing is dropped but a frame larger than any buffer (tx_frame_too_large).
+//
+// Threading: every member runs on the owning thread, except counters(),
+// which others may read as a racy snapshot.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "host/host_counters.hpp"
+#include "timer/wheel.hpp"
+#include "transport/connection.hpp"
+#include "transport/pools.hpp"
+#include "transport/ready_list.hpp"
+#include "wire/frame.hpp"
+
+namespace metaroce::host {
+
+// Destination QP of connection-manager frames (the GSI QP of InfiniBand).
+inline constexpr std::uint32_t management_qpn = 1;
+
+// Steering: on a port with several queues, the connection whose QPN is q is
+// owned by the host (lcore) of queue q % queues on each end, and its frames
+// travel on that queue (net_ring: tx queue i is the peer's rx queue i; a NIC
+// steers by flow rule). Both ends of a connection pick QPNs of the same
+// queue, so a host only ever transmits on, and receives from, its own queue.
+[[nodiscard]] constexpr std::uint16_t steering_queue(std::uint32_t qpn, std::uint16_t queues) noexcept {
+  return queues <= 1 ? 0 : static_cast<std::uint16_t>(qpn % queues);
+}
+
+struct HostConfig {
+  std::string name = "host";
+  std::uint16_t queue = 0;   // the queue this host owns ...
+  std::uint16_t queues = 1;  // ... of this many: its connections' QPNs must steer to it
+  // Connections this host may own: add_connection refuses more
+  // (connections_refused). An idle one costs a few KiB (doc/DESIGN.md).
+  std::uint32_t max_connections = 16384;
+  transport::PoolLimits pool_limits{};
+};
+
+// Where a host's frames go.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // Takes frames first, first + 1, ... of `batch`, in order, until it has
+  // no buffer for one; returns how many it took (a frame it drops as too
+  // large counts as taken, under tx_frame_too_large). The host holds the rest.
+  virtual std::size_t take(const transport::TxBatch& batch, std::size_t first) = 0;
+  // Takes one whole frame (ICRC included), copied; false when it has no
+  // buffer now.
+  virtual bool take_copy(std::span<const std::uint8_t> frame) = 0;
+  // The largest frame take_copy can ever take.
+  [[nodiscard]] virtual std::size_t max_copied_frame() const = 0;
+  // Called when held frames wait and the sink had no buffer: a NIC frees
+  // what it has sent only when asked.
+  virtual void reclaim() {}
+};
+
+class alignas(64) Host {
+ public:
+  explicit Host(const HostConfig& config);
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // Creates a connection on this host's wheel, registry and pools; nullptr
+  // and `error` when the config is not usable, its local QPN is taken, its
+  // QPNs steer to another queue or the host has max_connections already.
+  transport::Connection* add_connection(const transport::ConnectionConfig& config,
+                                        std::unique_ptr<transport::CongestionControl> congestion,
+                                        std::string& error);
+  [[nodiscard]] transport::Connection* connection(std::uint32_t local_qpn) noexcept;
+  // Destroys a connection (its timers, pool blocks and ready-list place go
+  // with it); false if there is none.
+  bool remove_connection(std::uint32_t local_qpn);
+  [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
+  // f(Connection&) for every connection, in no particular order.
+  template <class F>
+  void for_each_connection(F&& f) {
+    for (auto& [qpn, c] : connections_) f(*c);
+  }
+
+  // Frames addressed to QP 1 (the connection manager's, lib/cm) go to this
+  // handler instead of a connection; without one they count as unknown QPN.
+  using ManagementHandler = std::function<void(std::uint64_t now_ns, const wire::ParsedFrame&)>;
+  void set_management_handler(ManagementHandler handler) { management_ = std::move(handler); }
+
+  // One received frame (from its Ethernet header to its ICRC).
+  void receive(std::uint64_t now, std::span<const std::uint8_t> frame, const wire::ParseOptions& options = {});
+  // Fires the timers due by `now`.
+  void advance(std::uint64_t now) { wheel_.advance(now); }
+  // Held frames to the sink first; then, if none is left, the ready
+  // connections' frames. Call it when the sink can take frames.
+  void transmit(std::uint64_t now, FrameSink& sink) {
+    if (release_held(sink)) poll_connections(now, sink);
+  }
+  // Queues one whole frame (ICRC included) behind any held ones; false only
+  // when it is larger than the sink can ever take (tx_frame_too_large).
+  bool send_frame(std::span<const std::uint8_t> frame, FrameSink& sink);
+
+  // Connections with something to do (poll_connections polls them).
+  [[nodiscard]] std::size_t ready_count() const noexcept { return ready_.size(); }
+  // Frames the sink could not take, waiting in host memory.
+  [[nodiscard]] std::size_t tx_held() const noexcept { return held_ends_.size() - held_head_; }
+  // The earliest time something is due: now when a connection is ready,
+  // else the next timer's deadline (timer::kNever when none).
+  [[nodiscard]] std::uint64_t next_deadline(std::uint64_t now) const noexcept {
+    return ready_.empty() ? wheel_.next_deadline() : now;
+  }
+
+  [[nodiscard]] transport::MemoryRegistry& memory() noexcept { return memory_; }
+  [[nodiscard]] timer::Wheel& wheel() noexcept { return wheel_; }
+  [[nodiscard]] transport::HostPools& pools() noexcept { return pools_; }
+  [[nodiscard]] const transport::HostPools& pools() const noexcept { return pools_; }
+  [[nodiscard]] const HostConfig& config() const noexcept { return config_; }
+  // Payloads up to this many bytes go into the batch after their headers;
+  // longer ones stay where they are (a sink that attaches them).
+  void set_tx_inline_limit(std::size_t bytes) noexcept { batch_.set_inline_limit(bytes); }
+  [[nodiscard]] const HostCounters& counters() const noexcept { return counters_; }
+  // For the engine, which counts what only it sees in the same place.
+  [[nodiscard]] HostCounters& counters() noexcept { return counters_; }
+  // Bytes the connections hold (Connection::memory_bytes, summed: it
+  // visits every connection, for reports, not for the data path).
+  [[nodiscard]] std::size_t connection_memory_bytes() const noexcept;
+
+ private:
+  void poll_connections(std::uint64_t now, FrameSink& sink);
+  // Frame i of batch_ could not be taken: copy it aside.
+  void hold(std::size_t i, const FrameSink& sink);
+  // Gives held frames to the sink, oldest first; true when none is left.
+  bool release_held(FrameSink& sink);
+
+  HostConfig config_;
+  HostCounters counters_;
+  // These outlive the connections (declared before them).
+  timer::Wheel wheel_{0};
+  transport::MemoryRegistry memory_;
+  transport::HostPools pools_;
+  transport::ReadyList ready_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
+  transport::TxBatch batch_;
+  // Frames the sink could not take, copied whole (their payload may be the
+  // application's, reusable once acknowledged): held_ends_[k] is where
+  // frame k ends in held_bytes_.
+  std::vector<std::uint8_t> held_bytes_;
+  std::vector<std::size_t> held_ends_;
+  std::size_t held_head_ = 0;  // next held frame to give
+  ManagementHandler management_;
+};
+
+}  // namespace metaroce::host
