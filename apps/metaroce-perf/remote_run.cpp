@@ -3,6 +3,7 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <csignal>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +31,8 @@ constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
 constexpr std::uint64_t peak_window_ns = 100'000'000;
 constexpr std::uint64_t no_message = ~std::uint64_t{0};
+// The server answers repeated DREQs this long after the client's last one.
+constexpr std::uint64_t server_linger_ns = 200'000'000;
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_signal(int) { interrupted.store(true); }
@@ -376,7 +380,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
         drop(it);
         if (client.last && o.server_once) {
           finished = true;
-          finish_at = host.now_ns() + 200'000'000;  // answer duplicate DREQs for a while
+          finish_at = host.now_ns() + server_linger_ns;  // answer duplicate DREQs for a while
         }
       } else if (ev.kind == cm::EventKind::superseded) {
         if (progress != nullptr)
@@ -762,6 +766,12 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   for (int i = 0; i < 100; ++i) e.turn();
   e.host->refresh_port_counters();
   run.host_a = e.host->counters();
+  // DPDK 22.11's memif unmaps a departed peer's rings on its interrupt
+  // thread, racing with an lcore in rx burst (a crash, seen with thousands
+  // of connections): stop polling and let the server, which lingers
+  // server_linger_ns after the last connection, go first.
+  if (e.port->driver() == "net_memif")
+    std::this_thread::sleep_for(std::chrono::nanoseconds(2 * server_linger_ns + 100'000'000));
   run.cm_counters = cm_counters(e.cm->counters());
   return run;
 }
