@@ -4,10 +4,12 @@
 //      round-robin over the connections, -t 128 per connection):
 //        - the 64 B WRITE message rate (1 s),
 //        - the 64 KiB WRITE goodput (1 s),
-//        - bytes per connection: the process's resident memory after the 64 B
-//          run's traffic less before its connections were created (ports,
-//          pools and hosts already up), over the 2 x N connection ends (what
-//          one host pays per connection; apps/common/process_memory.hpp);
+//        - bytes per connection: the process's resident memory once its
+//          connections are created less just before (ports, pools and hosts
+//          already up), over the 2 x N connection ends (what one host pays
+//          per connection; apps/common/process_memory.hpp). A connection's
+//          windows are allocated and zeroed when it is created; what traffic
+//          touches later is mostly the pools' mbufs, not the connections';
 //   2. the connection manager's setup rate: metaroce-perf --server and
 //      --client -q 4096 as two processes over net_memif, one 64 B message
 //      per connection (the client's cm_setup_per_s: first REQ to last REP).
@@ -81,7 +83,7 @@ Row measure(unsigned n, const std::string& work) {
   if (!rate.empty()) {
     row.msg_rate_mps = json_number(rate, "msg_rate_mpps");
     const Figure before = json_number(rate, "resident_before_bytes");
-    const Figure after = json_number(rate, "resident_after_bytes");
+    const Figure after = json_number(rate, "resident_connected_bytes");
     if (before && after && *after >= *before) row.bytes_per_connection = (*after - *before) / (2.0 * n);
   }
   const std::string bw = metaroce_perf(fmt::format("--loopback -q {} -s 65536 -D 1 --report-gbits", n),
@@ -93,7 +95,7 @@ Row measure(unsigned n, const std::string& work) {
 // Two processes over net_memif; the client's cm_setup_per_s.
 Figure cm_setup_rate(const std::string& work) {
   std::printf("connection manager: %u connections between two processes over net_memif\n", cm_connections);
-  const std::string eal = "--lcores 0@(0-1) --no-huge -m 512 --no-shconf --no-pci --log-level=error";
+  const std::string eal = "--lcores '0@(0-1)' --no-huge -m 512 --no-shconf --no-pci --log-level=error";
   const std::string memif = fmt::format("socket={}/cm.sock,socket-abstract=no,bsize=10240", work);
   const std::string server = fmt::format(
       "timeout 120 {} --server --port net_memif0 --local-ip 10.97.0.2 --max-connections {} --idle-sleep-us 20 "
@@ -171,8 +173,8 @@ int main(int argc, char** argv) {
                 r.skipped ? "skipped" : json_value(r.msg_rate_mps, 3).c_str(),
                 r.skipped ? "skipped" : json_value(r.goodput_gbps, 2).c_str(),
                 r.skipped ? "skipped" : json_value(r.bytes_per_connection, 0).c_str());
-  std::printf("  bytes per connection: resident memory after the 64 B run's traffic less before the connections "
-              "existed, over 2 x N connection ends\n");
+  std::printf("  bytes per connection: resident memory the connections took when created (64 B run), over 2 x N "
+              "connection ends (one host's cost per connection)\n");
   std::printf("  at %u connections: message rate %s of 1 connection's (target >= 80%%), goodput %s (target >= "
               "90%%), %s bytes per connection (target <= 65536)\n",
               most.connections, share(most.msg_rate_mps, one.msg_rate_mps).c_str(),
