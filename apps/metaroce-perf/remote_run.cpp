@@ -31,6 +31,9 @@ constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
 constexpr std::uint64_t peak_window_ns = 100'000'000;
 constexpr std::uint64_t no_message = ~std::uint64_t{0};
+// What a server's host and connection manager allow; --max-connections,
+// at most this, is enforced by the server itself.
+constexpr std::uint32_t max_server_connections = 16384;
 // The server answers repeated DREQs this long after the client's last one.
 constexpr std::uint64_t server_linger_ns = 200'000'000;
 
@@ -161,7 +164,9 @@ apps::RemotePortOptions remote_port_options(const PerfOptions& o) {
   r.mtu = o.mtu;
   r.idle_sleep_us = o.idle_sleep_us;
   r.cm_timeout_s = o.cm_timeout_s;
-  r.max_connections = o.role == PerfRole::server ? o.max_connections : o.qps;
+  // The server's own check refuses beyond --max-connections, saying so: its
+  // host and connection manager must not refuse first.
+  r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;
   return r;
 }
 

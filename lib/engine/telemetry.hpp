@@ -77,6 +77,8 @@ class TelemetryPublisher {
   // lcore (and a list changed on every turn, while thousands of connections
   // are set up, is not copied whole on every turn).
   static constexpr std::uint64_t publish_cost_factor = 100;
+  // A publication cheaper than this (tens of connections) is never held back.
+  static constexpr std::uint64_t cheap_publish_ns = 10'000;
 
   // Registers `host` (and the /metaroce commands, once per process) and
   // publishes a first snapshot from the calling thread, which must own the
@@ -114,7 +116,8 @@ class TelemetryPublisher {
   void maybe_publish() {
     if ((++calls_ & 63u) != 0) return;
     const std::uint64_t since = host_.now_ns() - last_publish_ns_;
-    if (since >= publish_cost_factor * last_publish_cost_ns_ && (publish_due_ || since >= publish_period_ns_))
+    if ((last_publish_cost_ns_ < cheap_publish_ns || since >= publish_cost_factor * last_publish_cost_ns_) &&
+        (publish_due_ || since >= publish_period_ns_))
       publish();
   }
 
