@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -132,22 +133,14 @@ transport::Connection* Endpoint::add_connection(const transport::ConnectionConfi
                                                 std::unique_ptr<transport::CongestionControl> congestion,
                                                 std::string& error) {
   transport::Connection* c = host->add_connection(config, std::move(congestion), error);
-  if (c != nullptr && telemetry) {
-    std::vector<transport::Connection*> list = telemetry->connections();
-    list.push_back(c);
-    telemetry->set_connections(std::move(list));
-  }
+  if (c != nullptr && telemetry) telemetry->add_connection(c);
   return c;
 }
 
 bool Endpoint::remove_connection(std::uint32_t local_qpn) {
   const transport::Connection* c = host->connection(local_qpn);
   if (c == nullptr) return false;
-  if (telemetry) {
-    std::vector<transport::Connection*> list = telemetry->connections();
-    std::erase(list, c);
-    telemetry->set_connections(std::move(list));  // before the connection goes
-  }
+  if (telemetry) telemetry->remove_connection(c);  // before the connection goes
   return host->remove_connection(local_qpn);
 }
 
@@ -193,6 +186,7 @@ bool open_endpoint(const RemotePortOptions& o, Endpoint& e, std::string& error) 
   host_config.port_id = e.port->id();
   host_config.queue = 0;
   host_config.idle_sleep_us = o.idle_sleep_us;
+  host_config.max_connections = o.max_connections;
   e.idle_sleep_us = o.idle_sleep_us;
   e.host = engine::EngineHost::create(host_config, error);
   if (!e.host) return false;
@@ -205,6 +199,7 @@ bool open_endpoint(const RemotePortOptions& o, Endpoint& e, std::string& error) 
   cm_config.retry_interval = 100'000'000;
   cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
   cm_config.max_mtu = 9000;
+  cm_config.max_connections = o.max_connections;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });
@@ -216,15 +211,18 @@ bool wait_for_events(Endpoint& e, const std::vector<std::uint64_t>& ids, cm::Eve
                      std::vector<cm::Event>& out, const std::atomic<bool>& interrupted) {
   out.assign(ids.size(), cm::Event{});
   std::vector<bool> answered(ids.size(), false);
+  std::unordered_map<std::uint64_t, std::size_t> where;  // id -> i: thousands of ids at once
+  where.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) where.emplace(ids[i], i);
   std::size_t waiting = ids.size();
   bool all_ok = true;
   while (waiting != 0) {
     const std::size_t work = e.turn();
     for (auto& ev : e.events) {
       if (ev.kind != kind && ev.kind != cm::EventKind::failed) continue;
-      const auto at = std::find(ids.begin(), ids.end(), ev.id);
-      if (at == ids.end()) continue;
-      const auto i = static_cast<std::size_t>(at - ids.begin());
+      const auto at = where.find(ev.id);
+      if (at == where.end()) continue;
+      const std::size_t i = at->second;
       if (answered[i]) continue;
       answered[i] = true;
       --waiting;

@@ -40,6 +40,9 @@ struct RemotePortOptions {
   // copying it (0: the engine's default; 65535: never).
   std::uint32_t zero_copy_threshold = 0;
   double cm_timeout_s = 3.0;         // connection requests are repeated for this long
+  // Connections the host (and, serving, its connection manager) keeps at
+  // once; more are refused.
+  std::uint32_t max_connections = 1024;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with

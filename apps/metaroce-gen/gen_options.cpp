@@ -23,7 +23,7 @@ po::options_description describe() {
   add_port_options(d);
   d.add_options()
       ("cm-timeout", po::value<double>(), "seconds to repeat connection requests before giving up (default 3)")
-      ("connections,c", po::value<std::uint32_t>(), "connections to the sink, 1..1024 (default 1)")
+      ("connections,c", po::value<std::uint32_t>(), "connections to the sink, 1..4096 (default 1)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) per connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams per connection, 1..256 (default 1); message m "
                                               "goes on stream m mod streams")
@@ -143,7 +143,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
     message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
     return ParseOutcome::error;
   }
-  if (!read_in_range<std::uint32_t>(vm, "connections", 1, 1024, o.connections, message) ||
+  if (!read_in_range<std::uint32_t>(vm, "connections", 1, 4096, o.connections, message) ||
       !read_in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
       !read_in_range<std::uint16_t>(vm, "streams", 1, 256, o.streams, message) ||
       !read_in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
@@ -155,6 +155,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
       !positive(vm, "duration", 86400.0, o.duration_s, message) ||
       !positive(vm, "drain-timeout", 3600.0, o.drain_timeout_s, message))
     return ParseOutcome::error;
+  o.port.max_connections = o.connections;
   if (vm.count("iters") && vm.count("duration")) {
     message = "--iters and --duration exclude each other: give one";
     return ParseOutcome::error;

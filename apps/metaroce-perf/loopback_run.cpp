@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "cc/registry.hpp"
+#include "common/completion_sweep.hpp"
+#include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
 #include "engine/telemetry.hpp"
 #include "fabric/spec.hpp"
@@ -47,12 +49,15 @@ struct alignas(64) Receiver {
   std::uint8_t* write_region = nullptr;
   std::uint8_t* receive_region = nullptr;
   std::uint32_t receive_key = 0;
-  std::uint16_t qps = 1;
+  std::uint32_t qps = 1;
   // Per (connection, stream), index qp * streams + stream: the next message
   // it completes. Message m goes to connection m % qps, stream (m / qps) %
   // streams, so each index advances by qps * streams.
   std::vector<std::uint64_t> expected_next;
   std::vector<transport::Completion> completions;
+  // Which connections a turn polls, and where completions were found last.
+  apps::CompletionSweep sweep;
+  std::uint32_t front = 0;
   std::atomic<std::uint64_t> received{0};
   std::atomic<std::uint64_t> wrong{0};
   std::atomic<std::uint64_t> failed{0};
@@ -90,7 +95,8 @@ struct alignas(64) Receiver {
     telemetry->maybe_publish();
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
     std::size_t handled = 0;
-    for (std::size_t qp = 0; qp < qps; ++qp) handled += complete(qp);
+    const std::uint32_t hit = sweep.turn(qps, front, [this](std::uint32_t qp) { return complete(qp); }, handled);
+    if (hit != apps::CompletionSweep::none) front = hit;
     return work + handled;
   }
 
@@ -191,6 +197,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   config.connection.paths = o.paths;
   config.connection.streams = o.streams;
   config.connection.path_window = o.path_window;
+  config.connection.psn_window = o.psn_window;
   // Software ends on shared cores see RTTs of hundreds of microseconds and
   // scheduling stalls of tens of milliseconds (max_poll_gap_ns in --json):
   // keep the RTO above the usual stall, and let a connection ride out a
@@ -215,6 +222,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   }
   config.tap = tap;
   config.qps = o.qps;
+  config.hosts.max_connections = o.qps;  // each host owns one end of each
   if (!o.cc.empty() && o.cc != "none") {
     std::string cc_error;
     if (!cc::make(o.cc, cc::CcConfig{}, cc_error)) {
@@ -228,6 +236,11 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       return cc::make(o.cc, cc_config, ignored);
     };
   }
+  // What the connections cost: resident memory once the ports, pools and
+  // hosts exist, after the connections are created, and once traffic has
+  // touched their windows (then with this size's message buffers too).
+  std::uint64_t rss_before = 0;
+  config.before_connections = [&rss_before] { rss_before = apps::resident_bytes(); };
   auto loopback = engine::Loopback::create(config, run.error);
   if (!loopback) {
     if (o.mode == transport::Mode::rocev2)
@@ -236,6 +249,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     return false;
   }
   engine::Loopback& lb = *loopback;
+  const std::uint64_t rss_connected = apps::resident_bytes();
   // Readable with dpdk-telemetry.py while this size runs (/metaroce/...);
   // each side publishes its snapshot from its own lcore.
   std::vector<transport::Connection*> senders, receivers;
@@ -247,9 +261,11 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(lb.host_b(), receivers);
 
   // Slots of the source and write regions: a multiple of the connections,
-  // so slot m % slots always belongs to connection m % qps.
+  // so slot m % slots always belongs to connection m % qps; up to tx_depth
+  // per connection within the budget (at least one each).
   const std::uint32_t qps = o.qps;
-  auto slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
+  auto slots = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, std::uint64_t{o.tx_depth} * qps));
   slots = std::max(qps, slots - slots % qps);
   // Where message m's bytes live: with --verify each message in flight has
   // its own slot (its pattern must survive until it is checked); without,
@@ -265,7 +281,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.options = &o;
   receiver.size = size;
   receiver.slots = buffers;
-  receiver.qps = static_cast<std::uint16_t>(qps);
+  receiver.qps = qps;
   // Receives per stream: what the window can have in flight on one stream,
   // plus as many again for completions the receiver has not re-posted yet
   // (else the sender meets RNR), within the memory budget.
@@ -273,7 +289,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
       per_stream_in_flight + 1,
       std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
-                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams) : ~0ull)));
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * qps) : ~0ull)));
   std::vector<std::uint8_t> receive_region(
       o.op == PerfOp::send ? std::uint64_t{qps} * o.streams * receiver.receives_per_stream * size : 64, 0);
   receiver.write_region = write_region.data();
@@ -309,8 +325,10 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
 
   SizeResult result;
   result.size = size;
+  result.connections = qps;
   std::vector<std::uint8_t> slot_busy(slots, 0);  // bytes, not vector<bool>: one store per message
-  std::vector<std::uint64_t> slot_posted_ns(slots, 0);  // --test lat
+  std::vector<std::uint32_t> in_flight(qps, 0);   // per connection, at most tx_depth
+  std::vector<std::uint64_t> slot_posted_ns(o.test == PerfTest::lat ? slots : 0, 0);  // --test lat only
   std::vector<std::uint64_t> latencies_ns;
   if (o.test == PerfTest::lat) latencies_ns.reserve(latency_samples_hint(o));
   std::vector<transport::Completion> completions;
@@ -350,6 +368,19 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   next.qps = qps;
   next.buffers = buffers;
   next.streams = o.streams;
+  // The oldest message not completed yet (each message in flight holds its
+  // slot, so it is the first busy slot from here), and its connection: where
+  // the next completions are, polled first each turn.
+  struct {
+    std::uint64_t m = 0;
+    std::uint32_t slot = 0, qp = 0;
+    void advance(std::uint32_t slots, std::uint32_t qps) noexcept {
+      ++m;
+      if (++slot == slots) slot = 0;
+      if (++qp == qps) qp = 0;
+    }
+  } oldest;
+  apps::CompletionSweep sweep;
   const bool slots_power_of_two = (slots & (slots - 1)) == 0;
   const auto slot_of = [&](std::uint64_t m) {
     return static_cast<std::uint32_t>(slots_power_of_two ? m & (slots - 1) : m % slots);
@@ -372,8 +403,16 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) work += receiver.turn();
     const std::uint64_t now = lb.host_a().now_ns();
     completions.clear();
-    for (auto* c : senders) c->poll_completions(completions);
-    work += completions.size();
+    std::size_t taken = 0;
+    sweep.turn(
+        qps, oldest.qp,
+        [&](std::uint32_t k) {
+          const std::size_t n = senders[k]->poll_completions(completions);
+          in_flight[k] -= static_cast<std::uint32_t>(n);
+          return n;
+        },
+        taken);
+    work += taken;
     for (const auto& c : completions) {
       const std::uint64_t m = c.wr_id;
       const std::uint32_t slot = slot_of(m);
@@ -394,8 +433,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         keep_engine_turning();
       }
     }
+    while (oldest.m < posted && !slot_busy[oldest.slot]) oldest.advance(slots, qps);
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
-    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth &&
+    while (posting && (duration_ns != 0 || posted < o.iterations) && in_flight[next.qp] < o.tx_depth &&
            !slot_busy[next.slot]) {
       const std::uint64_t m = posted;
       const std::uint32_t slot = next.slot;
@@ -417,6 +457,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         break;
       }
       slot_busy[slot] = true;
+      ++in_flight[next.qp];
       if (o.test == PerfTest::lat) slot_posted_ns[slot] = now;
       ++posted;
       next.advance();
@@ -455,6 +496,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   }
   receiver.stop.store(true, std::memory_order_release);
   if (threaded) rte_eal_wait_lcore(worker);
+  result.resident_before_bytes = rss_before;
+  result.resident_connected_bytes = rss_connected;
+  result.resident_after_bytes = apps::resident_bytes();
   // Let the last ACKs and retransmissions settle before tearing down.
   for (int i = 0; i < 1000; ++i) {
     lb.poll_side_a();

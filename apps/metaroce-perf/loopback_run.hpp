@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_counters.hpp"
@@ -54,6 +55,15 @@ struct SizeResult {
   std::uint64_t receiver_turns = 0, receiver_busy_turns = 0;
   double receiver_cycles_per_packet = 0.0;
   bool shared_lcore = false;  // both sides on one lcore
+  // --loopback: this process's resident memory before the connections were
+  // created (ports, pools and hosts up), just after, and after the traffic
+  // (apps/common/process_memory.hpp). Both ends are here: 2 x -q connection
+  // ends.
+  std::uint64_t resident_before_bytes = 0, resident_connected_bytes = 0, resident_after_bytes = 0;
+  // --client: the connections of this size set up through the connection
+  // manager per second (from the first REQ to the last REP).
+  double cm_setup_per_s = 0.0;
+  std::uint32_t connections = 0;  // -q
   // --test lat: post-to-completion time of each message (one round trip:
   // the WRITE out, its ACK back), in microseconds.
   double lat_min_us = 0.0, lat_p50_us = 0.0, lat_p99_us = 0.0, lat_max_us = 0.0, lat_avg_us = 0.0;
@@ -65,6 +75,12 @@ struct RunResult {
   transport::ConnectionCounters connection_a{}, connection_b{};
   fabric::FabricCounters forward{}, backward{};
   std::uint64_t retransmitted = 0;
+  // --client: connections set up through the connection manager over all
+  // sizes, and the seconds that took (first REQ to last REP of each size).
+  std::uint64_t cm_connections_set_up = 0, cm_connections_torn_down = 0;
+  double cm_setup_seconds = 0.0, cm_teardown_seconds = 0.0;
+  // --server, --client: the connection manager's counters (cm::Counters), by name.
+  std::vector<std::pair<std::string, std::uint64_t>> cm_counters;
   std::string error;  // setup failed (nothing ran)
   [[nodiscard]] bool failed() const noexcept {
     if (!error.empty()) return true;

@@ -36,21 +36,28 @@ po::options_description describe() {
       ("all-sizes,a", "every power of two from 2 B to 8 MiB")
       ("iters,n", po::value<std::uint64_t>(), "messages per size (default 5000)")
       ("duration,D", po::value<double>(), "seconds per size instead of a message count")
-      ("tx-depth,t", po::value<std::uint32_t>(), "messages in flight (default 128)")
+      ("tx-depth,t", po::value<std::uint32_t>(), "messages in flight per connection, 1..4096 (default 128; as "
+                                                 "perftest's -t, per QP: -q N has up to N times as many in "
+                                                 "flight in all)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
-      ("qps,q", po::value<std::uint16_t>(), "connections (QP pairs), 1..256 (default 1); messages go round-robin "
-                                            "over them and -n counts them all. --client opens them to the server "
-                                            "for each size (a REQ/REP/RTU each) and closes each with its summary")
-      ("max-connections", po::value<std::uint32_t>(), "--server: connections open at once, 1..1024 (default 256); "
+      ("qps,q", po::value<std::uint32_t>(), "connections (QP pairs), 1..16384 (default 1); messages go "
+                                            "round-robin over them and -n counts them all. --client opens them "
+                                            "to the server for each size (a REQ/REP/RTU each, all at once) and "
+                                            "closes each with its summary")
+      ("max-connections", po::value<std::uint32_t>(), "--server: connections open at once, 1..16384 (default 256); "
                                                       "more are refused, and the client fails saying so")
+      ("psn-window", po::value<std::uint32_t>(), "each connection's PSN window, a power of two 256..16384 "
+                                                 "(default 16384): packets sent and not yet acknowledged, and "
+                                                 "most of a connection's memory; smaller for many connections")
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32): the window "
                                                   "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
       ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
       ("op", po::value<std::string>(), "write | write-imm | send (default write)")
-      ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight (tx depth 1), "
-                                         "each message's post-to-completion time, min/p50/p99/max")
+      ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight per connection "
+                                         "(tx depth 1), each message's post-to-completion time, "
+                                         "min/p50/p99/max")
       ("verify", "fill every message with its own pattern and check every byte on completion; "
                  "exit 1 on a wrong byte or a missing message. Each message in flight gets its own buffer "
                  "slot; without it messages share one buffer (a 4 KiB page cycle when smaller), as in perftest")
@@ -68,6 +75,9 @@ po::options_description describe() {
               "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
   return d;
 }
+
+// -q and --max-connections: "thousands of connections per host".
+constexpr std::uint32_t max_qps = 16384;
 
 template <class T>
 bool in_range(const po::variables_map& vm, const char* key, T min, T max, T& out, std::string& message) {
@@ -122,13 +132,18 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "tx-depth", 1, 4096, o.tx_depth, message) ||
       !in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
       !in_range<std::uint16_t>(vm, "streams", 1, 1024, o.streams, message) ||
-      !in_range<std::uint16_t>(vm, "qps", 1, 256, o.qps, message) ||
-      !in_range<std::uint32_t>(vm, "max-connections", 1, 1024, o.max_connections, message) ||
+      !in_range<std::uint32_t>(vm, "qps", 1, max_qps, o.qps, message) ||
+      !in_range<std::uint32_t>(vm, "max-connections", 1, max_qps, o.max_connections, message) ||
+      !in_range<std::uint32_t>(vm, "psn-window", 256, 16384, o.psn_window, message) ||
       !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
       !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message))
     return ParseOutcome::error;
+  if ((o.psn_window & (o.psn_window - 1)) != 0) {
+    message = fmt::format("--psn-window {} is not a power of two: give 256, 512, ... 16384", o.psn_window);
+    return ParseOutcome::error;
+  }
   if (vm.count("duration")) {
     o.duration_s = vm["duration"].as<double>();
     if (!(o.duration_s > 0.0 && o.duration_s <= 86400.0)) {

@@ -41,20 +41,23 @@ struct PerfOptions {
   std::vector<std::uint64_t> sizes = {65536};  // one, or every power of two with -a
   std::uint64_t iterations = 5000;             // messages per size (unless -D)
   double duration_s = 0.0;                     // -D: seconds per size instead of -n
-  std::uint32_t tx_depth = 128;                // messages in flight
+  std::uint32_t tx_depth = 128;                // messages in flight per connection (perftest's -t, per QP)
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
   // -q: connections (--loopback, --client); message m goes to connection
   // m % qps, -n counts messages over all of them.
-  std::uint16_t qps = 1;
+  std::uint32_t qps = 1;
   std::uint32_t max_connections = 256;  // --server: connections open at once; more are refused
+  // Each connection's PSN window (transport::ConnectionConfig::psn_window):
+  // its retransmission state and receive bitmap, most of its memory.
+  std::uint32_t psn_window = 16384;
   // Packets a path may have in flight (metaroce mode). Without --cc this
   // bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;
   transport::Mode mode = transport::Mode::metaroce;
   std::uint32_t mtu = 4096;
   PerfOp op = PerfOp::write;
-  PerfTest test = PerfTest::bw;  // lat forces tx_depth 1
+  PerfTest test = PerfTest::bw;  // lat forces tx_depth 1 (one message in flight per connection)
   bool verify = false;
   bool report_gbits = false;
   std::string json_path;

@@ -22,6 +22,11 @@ double bandwidth(const PerfOptions& o, double bits_per_second) {
   return o.report_gbits ? bits_per_second / 1e9 : bits_per_second / 8.0 / 1048576.0;
 }
 
+// Connections set up per second over the run's sizes (0: none).
+double cm_setup_rate(const RunResult& run) {
+  return run.cm_setup_seconds > 0 ? double(run.cm_connections_set_up) / run.cm_setup_seconds : 0.0;
+}
+
 }  // namespace
 
 void print_header(std::FILE* out, const PerfOptions& o) {
@@ -44,7 +49,8 @@ void print_header(std::FILE* out, const PerfOptions& o) {
   std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
   std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
   std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
-  std::fprintf(out, " TX depth      : %u\n", o.tx_depth);
+  std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
+  if (o.role != PerfRole::server && !o.raw) std::fprintf(out, " Connections   : %u\n", o.qps);
   // A server checks what each client asks it to (the client's --verify).
   std::fprintf(out, " Verify        : %s\n",
                o.role == PerfRole::server ? "as each client asks (its --verify)" : o.verify ? "every byte" : "off");
@@ -107,6 +113,7 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                  static_cast<unsigned long long>(s.missing_messages), s.first_problem.c_str());
   }
   for (const auto& s : run.sizes) {
+    if (o.role == PerfRole::server) break;  // the server sends no data: no sender cost to show
     std::fprintf(out, " size %llu: sender%s busy %.0f TSC cycles per data packet (%llu packets, %.1f per busy turn, %.1f%% of turns busy)\n",
                  static_cast<unsigned long long>(s.size), s.shared_lcore ? " (receiver on the same lcore, its turns left out)" : " lcore",
                  s.cycles_per_packet, static_cast<unsigned long long>(s.packets_sent),
@@ -117,6 +124,11 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    static_cast<unsigned long long>(s.size), s.shared_lcore ? " (on the sender's lcore)" : " lcore",
                    s.receiver_cycles_per_packet, 100.0 * double(s.receiver_busy_turns) / double(s.receiver_turns));
   }
+  if (o.role == PerfRole::client && run.cm_connections_set_up != 0)
+    std::fprintf(out, " connection manager: %llu connections set up in %.3f s (%.0f connections/s), %llu torn down in "
+                      "%.3f s\n",
+                 static_cast<unsigned long long>(run.cm_connections_set_up), run.cm_setup_seconds, cm_setup_rate(run),
+                 static_cast<unsigned long long>(run.cm_connections_torn_down), run.cm_teardown_seconds);
   if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
   std::fflush(out);
 }
@@ -131,7 +143,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("test", o.test == PerfTest::lat ? "lat" : "bw")
       .add("paths", unsigned{o.paths})
       .add("streams", unsigned{o.streams})
-      .add("qps", unsigned{o.qps})
+      .add("qps", o.qps)
       .add("mtu", o.mtu)
       .add("tx_depth", o.tx_depth)
       .add("verify", o.verify)
@@ -156,7 +168,13 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
         .add("receiver_busy_cycles", s.receiver_busy_cycles)
         .add("receiver_cycles_per_packet", s.receiver_cycles_per_packet)
         .add("shared_lcore", s.shared_lcore)
-        .add("tsc_hz", std::uint64_t{rte_get_tsc_hz()});
+        .add("tsc_hz", std::uint64_t{rte_get_tsc_hz()})
+        .add("connections", s.connections);
+    if (o.role == PerfRole::loopback && !o.raw)
+      j.add("resident_before_bytes", s.resident_before_bytes)
+          .add("resident_connected_bytes", s.resident_connected_bytes)
+          .add("resident_after_bytes", s.resident_after_bytes);
+    if (o.role == PerfRole::client) j.add("cm_setup_per_s", s.cm_setup_per_s);
     if (o.test == PerfTest::lat)
       j.add("lat_min_us", s.lat_min_us)
           .add("lat_p50_us", s.lat_p50_us)
@@ -167,6 +185,15 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
   }
   j.end_array();
   j.add("retransmitted", run.retransmitted);
+  if (o.role == PerfRole::client)
+    j.add("cm_connections_set_up", run.cm_connections_set_up)
+        .add("cm_connections_torn_down", run.cm_connections_torn_down)
+        .add("cm_setup_seconds", run.cm_setup_seconds)
+        .add("cm_teardown_seconds", run.cm_teardown_seconds)
+        .add("cm_setup_per_s", cm_setup_rate(run))
+        .add("cm_teardown_per_s", run.cm_teardown_seconds > 0
+                                      ? double(run.cm_connections_torn_down) / run.cm_teardown_seconds
+                                      : 0.0);
   const auto engine_counters = [&](const char* key, const engine::EngineCounters& c) {
     j.begin_object(key);
     c.visit([&](const std::string& name, std::uint64_t v) { j.add(name, v); });
@@ -179,6 +206,11 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
     c.for_each([&](std::string_view name, std::uint64_t v) { j.add(name, v); });
     j.end_object();
   };
+  if (o.role != PerfRole::loopback) {
+    j.begin_object("cm");
+    for (const auto& [name, value] : run.cm_counters) j.add(name, value);
+    j.end_object();
+  }
   connection_counters("connection_a", run.connection_a);
   connection_counters("connection_b", run.connection_b);
   const auto fabric_counters = [&](const char* key, const fabric::FabricCounters& c) {

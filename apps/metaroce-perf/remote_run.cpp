@@ -3,18 +3,21 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <csignal>
 #include <cmath>
-#include <map>
+#include <unordered_map>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cm/manager.hpp"
+#include "common/completion_sweep.hpp"
 #include "common/remote_endpoint.hpp"
 #include "engine/engine_host.hpp"
 #include "metaroce-perf/message_pattern.hpp"
@@ -28,6 +31,11 @@ constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
 constexpr std::uint64_t peak_window_ns = 100'000'000;
 constexpr std::uint64_t no_message = ~std::uint64_t{0};
+// What a server's host and connection manager allow; --max-connections,
+// at most this, is enforced by the server itself.
+constexpr std::uint32_t max_server_connections = 16384;
+// The server answers repeated DREQs this long after the client's last one.
+constexpr std::uint64_t server_linger_ns = 200'000'000;
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_signal(int) { interrupted.store(true); }
@@ -131,6 +139,14 @@ bool decode_summary(const std::vector<std::uint8_t>& b, ServerSummary& s) {
   return true;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> cm_counters(const cm::Counters& c) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+#define METAROCE_PERF_CM(name, what) out.emplace_back(#name, c.name);
+  METAROCE_CM_COUNTERS(METAROCE_PERF_CM)
+#undef METAROCE_PERF_CM
+  return out;
+}
+
 using apps::Endpoint;
 using apps::mac_string;
 using apps::parse_ipv4;
@@ -148,6 +164,9 @@ apps::RemotePortOptions remote_port_options(const PerfOptions& o) {
   r.mtu = o.mtu;
   r.idle_sleep_us = o.idle_sleep_us;
   r.cm_timeout_s = o.cm_timeout_s;
+  // The server's own check refuses beyond --max-connections, saying so: its
+  // host and connection manager must not refuse first.
+  r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;
   return r;
 }
 
@@ -165,6 +184,7 @@ struct Session {
   std::uint16_t streams = 1;
   std::uint64_t started_ns = 0;
   std::string problem;
+  std::size_t index = 0;  // its place in the server's list of sessions to poll
 
   void wrong(std::uint64_t m) {
     ++summary.wrong;
@@ -230,7 +250,17 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   if (!apps::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  std::map<std::uint32_t, std::unique_ptr<Session>> sessions;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
+  std::vector<Session*> polled;  // the same sessions, for the completion sweep
+  apps::CompletionSweep sweep;
+  std::uint32_t front = 0;
+  const auto drop = [&](decltype(sessions)::iterator it) {
+    Session* last = polled.back();
+    last->index = it->second->index;
+    polled[last->index] = last;
+    polled.pop_back();
+    sessions.erase(it);
+  };
   engine::EngineHost& host = *e.host;
   e.cm->listen([&](const transport::ConnectionConfig& config, const cm::Message& request,
                    std::vector<std::uint8_t>& reply) {
@@ -256,6 +286,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     transport::ConnectionConfig c = config;
     apps::tolerate_stalls(c);  // as the loopback
     c.path_window = o.path_window;
+    c.psn_window = o.psn_window;
     s->connection = e.add_connection(c, std::move(congestion), error);
     if (s->connection == nullptr) {
       if (progress != nullptr) std::fprintf(progress, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
@@ -280,11 +311,15 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
         for (std::uint32_t j = 0; j < offer.receives_per_stream; ++j)
           if (!s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k)) return give_up();
     reply = encode(Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
-    if (progress != nullptr)
+    // Many connections: the first and the last of the client's say it.
+    if (progress != nullptr && (offer.connections <= 16 || offer.connection == 0 ||
+                                offer.connection + 1 == offer.connections))
       std::fprintf(progress, " connection %#x from QP %#x%s: %s, %llu B messages, %u paths, %u streams, cc %s\n",
                    c.local_qpn, c.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
                    static_cast<unsigned long long>(offer.size), c.paths, c.streams,
                    request.cc.empty() ? "none" : request.cc.c_str());
+    s->index = polled.size();
+    polled.push_back(s.get());
     sessions[c.local_qpn] = std::move(s);
     return cm::RejectReason::none;
   });
@@ -306,7 +341,11 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   };
   while (!interrupted.load()) {
     std::size_t work = e.turn();
-    for (auto& [qpn, s] : sessions) work += s->poll();
+    std::size_t taken = 0;
+    const std::uint32_t hit = sweep.turn(
+        static_cast<std::uint32_t>(polled.size()), front, [&](std::uint32_t k) { return polled[k]->poll(); }, taken);
+    if (hit != apps::CompletionSweep::none) front = hit;
+    work += taken;
     for (const auto& ev : e.events) {
       const auto qpn = static_cast<std::uint32_t>(ev.id);
       const auto it = sessions.find(qpn);
@@ -333,7 +372,8 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                               ? fmt::format("message {} arrived with wrong bytes", s.summary.first_wrong)
                               : r.missing_messages != 0 ? fmt::format("{} messages never arrived", r.missing_messages)
                                                         : std::string();
-        if (progress != nullptr)
+        if (progress != nullptr && (s.offer.connections <= 16 || s.offer.connection == 0 ||
+                                    s.offer.connection + 1 == s.offer.connections || !r.first_problem.empty()))
           std::fprintf(progress, " connection %#x%s closed: %llu messages %s, %llu wrong%s%s\n", qpn,
                        which_of(s.offer).c_str(),
                        static_cast<unsigned long long>(s.summary.received),
@@ -342,16 +382,16 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                        r.first_problem.c_str());
         run.sizes.push_back(r);
         close_session(qpn, s);
-        sessions.erase(it);
+        drop(it);
         if (client.last && o.server_once) {
           finished = true;
-          finish_at = host.now_ns() + 200'000'000;  // answer duplicate DREQs for a while
+          finish_at = host.now_ns() + server_linger_ns;  // answer duplicate DREQs for a while
         }
       } else if (ev.kind == cm::EventKind::superseded) {
         if (progress != nullptr)
           std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
         close_session(qpn, s);
-        sessions.erase(it);
+        drop(it);
       }
     }
     e.events.clear();
@@ -362,6 +402,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   for (auto& [qpn, s] : sessions) apps::add_counters(run.connection_b, s->connection->counters());
   host.refresh_port_counters();
   run.host_b = host.counters();
+  run.cm_counters = cm_counters(e.cm->counters());
   return run;
 }
 
@@ -388,7 +429,8 @@ struct ClientConnection {
 // completed messages, and the server's summaries from the DREPs. The one
 // that says `last` goes only once every other has its answer, so a server
 // that exits on it has closed them all. The first problem, or "".
-std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns, bool last) {
+std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns, bool last,
+                              std::uint64_t& torn_down) {
   std::string problem;
   const auto note = [&](std::string what) {
     if (problem.empty()) problem = std::move(what);
@@ -418,6 +460,8 @@ std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns,
         note(closed[i].error);
       else if (!decode_summary(closed[i].peer_private_data, conns[closing[i]].theirs))
         note("the server's disconnect reply carried no summary");
+      else
+        ++torn_down;
     }
   };
   if (!open.empty()) {
@@ -439,17 +483,19 @@ void remove_connections(Endpoint& e, std::vector<ClientConnection>& conns) {
 // closes those the server accepted (their DREQs say `last`: this client is
 // done) and says which connection failed and why.
 bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest request, Offer offer,
-                      std::vector<ClientConnection>& conns, std::string& error) {
-  const std::uint16_t qps = o.qps;
+                      std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
+  const std::uint32_t qps = o.qps;
   conns.assign(qps, ClientConnection{});
   const auto which = [&](std::size_t k) {
     return qps > 1 ? fmt::format("connection {} of {} (-q {}) for {} B messages: ", k + 1, qps, qps, offer.size)
                    : std::string();
   };
   std::vector<std::uint64_t> ids;
-  for (std::uint16_t k = 0; k < qps; ++k) {
-    offer.connection = k;
-    offer.connections = qps;
+  ids.reserve(qps);
+  const std::uint64_t setup_start = e.host->now_ns();
+  for (std::uint32_t k = 0; k < qps; ++k) {
+    offer.connection = static_cast<std::uint16_t>(k);  // -q is at most 16384: the offer's 16 bits hold it
+    offer.connections = static_cast<std::uint16_t>(qps);
     request.private_data = encode(offer);
     std::string connect_error;
     const std::uint64_t id = e.cm->connect(e.host->now_ns(), request, connect_error);
@@ -461,7 +507,11 @@ bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest requ
     ids.push_back(id);
   }
   std::vector<cm::Event> answers;
-  apps::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
+  const bool all_established = apps::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
+  if (all_established) {
+    run.cm_connections_set_up += qps;
+    run.cm_setup_seconds += double(e.host->now_ns() - setup_start) / 1e9;
+  }
   std::string problem;
   for (std::size_t k = 0; k < qps; ++k) {
     cm::Event& ev = answers[k];
@@ -498,7 +548,8 @@ bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest requ
     c.connection->connect();
   }
   if (problem.empty()) return true;
-  close_connections(e, conns, true);
+  std::uint64_t closed = 0;
+  close_connections(e, conns, true, closed);
   remove_connections(e, conns);
   error = problem;
   return false;
@@ -508,10 +559,10 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
                  RunResult& run) {
   engine::EngineHost& host = *e.host;
   const std::uint32_t qps = o.qps;
-  // The slot budget and the tx depth are for the whole size, as in the
-  // loopback: each connection gets its share of the slots (at least one).
-  const auto all_slots = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, o.tx_depth));
-  const std::uint32_t slots = std::max<std::uint32_t>(1, all_slots / qps);  // per connection
+  // As in the loopback: up to tx_depth slots per connection, within the
+  // slot budget for the whole size (at least one each).
+  const auto slots = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(slot_budget_bytes / (size * qps), 1, o.tx_depth));  // per connection
   Offer offer;
   offer.op = o.op;
   offer.verify = o.verify;
@@ -529,6 +580,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   request.connection.paths = o.paths;
   request.connection.streams = o.streams;
   request.connection.path_window = o.path_window;
+  request.connection.psn_window = o.psn_window;
   apps::tolerate_stalls(request.connection);
   if (!parse_ipv4(o.server_address, request.connection.endpoints.peer_ipv4)) {
     run.error = fmt::format("--client '{}' is not an IPv4 address (give A.B.C.D)", o.server_address);
@@ -540,7 +592,9 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   }
   request.cc = o.cc;
   std::vector<ClientConnection> conns;
-  if (!open_connections(o, e, request, offer, conns, run.error)) return false;
+  const double setup_before = run.cm_setup_seconds;
+  if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
+  const double setup_seconds = run.cm_setup_seconds - setup_before;
 
   // Connection k's slots are k * slots .. (k + 1) * slots - 1 of the source.
   std::vector<std::uint8_t> source(std::uint64_t{slots} * qps * size, 0x5a);
@@ -548,11 +602,15 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       host.memory().register_region(source.data(), source.size(), transport::access_local_write);
   SizeResult result;
   result.size = size;
-  std::vector<bool> slot_busy(std::size_t{slots} * qps, false);
+  result.connections = qps;
+  result.cm_setup_per_s = setup_seconds > 0 ? double(qps) / setup_seconds : 0.0;
+  std::vector<std::uint8_t> slot_busy(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> slot_posted_ns(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> latencies_ns;
   std::vector<transport::Completion> completions;
   std::uint64_t posted = 0, completed = 0, failed = 0;
+  std::uint64_t oldest = 0;  // the oldest message not completed yet: its connection is polled first
+  apps::CompletionSweep sweep;
   const std::uint64_t t0 = host.now_ns();
   const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
   std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
@@ -581,8 +639,11 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     e.events.clear();
     const std::uint64_t now = host.now_ns();
     completions.clear();
-    for (auto& c : conns) c.connection->poll_completions(completions);
-    work += completions.size();
+    std::size_t taken = 0;
+    sweep.turn(
+        qps, static_cast<std::uint32_t>(oldest % qps),
+        [&](std::uint32_t k) { return conns[k].connection->poll_completions(completions); }, taken);
+    work += taken;
     for (const auto& c : completions) {
       const std::size_t slot = slot_of(c.wr_id);
       slot_busy[slot] = false;
@@ -597,10 +658,11 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       ++completed;
       ++conns[c.wr_id % qps].completed;
     }
+    while (oldest < posted && !slot_busy[slot_of(oldest)]) ++oldest;
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
-    while (posting && (duration_ns != 0 || posted < o.iterations) && posted - completed - failed < o.tx_depth &&
-           !slot_busy[slot_of(posted)] && failed == 0) {
+    // Each connection has its `slots` (at most tx_depth) messages in flight.
+    while (posting && (duration_ns != 0 || posted < o.iterations) && !slot_busy[slot_of(posted)] && failed == 0) {
       const std::uint64_t m = posted;
       const std::uint64_t own = m / qps;  // the connection's own message number
       ClientConnection& c = conns[m % qps];
@@ -658,7 +720,11 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   }
 
   // The server's view of each connection: what it received and verified.
-  const std::string closing = close_connections(e, conns, last);
+  const std::uint64_t teardown_start = host.now_ns();
+  std::uint64_t torn_down = 0;
+  const std::string closing = close_connections(e, conns, last, torn_down);
+  run.cm_connections_torn_down += torn_down;
+  run.cm_teardown_seconds += double(host.now_ns() - teardown_start) / 1e9;
   if (problem.empty()) problem = closing;
   result.messages = completed;
   result.seconds = double(end - t0) / 1e9;
@@ -705,6 +771,13 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   for (int i = 0; i < 100; ++i) e.turn();
   e.host->refresh_port_counters();
   run.host_a = e.host->counters();
+  // DPDK 22.11's memif unmaps a departed peer's rings on its interrupt
+  // thread, racing with an lcore in rx burst (a crash, seen with thousands
+  // of connections): stop polling and let the server, which lingers
+  // server_linger_ns after the last connection, go first.
+  if (e.port->driver() == "net_memif")
+    std::this_thread::sleep_for(std::chrono::nanoseconds(2 * server_linger_ns + 100'000'000));
+  run.cm_counters = cm_counters(e.cm->counters());
   return run;
 }
 

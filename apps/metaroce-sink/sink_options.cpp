@@ -10,6 +10,10 @@ namespace metaroce::apps::sink {
 
 namespace {
 
+// Connections open at once (from any number of generators); more are
+// refused, as is one that would pass --memory-mb.
+constexpr std::uint32_t max_sink_connections = 16384;
+
 po::options_description describe() {
   po::options_description d("Options (EAL arguments go after `--`)");
   d.add_options()("help,h", "print this help and exit");
@@ -37,8 +41,9 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
       argc, argv, describe(),
       "Usage: metaroce-sink --local-ip A.B.C.D (--preset FILE [--iface NAME] | --port NAME)\n"
       "                     [OPTIONS] [-- EAL-ARGS]\n"
-      "Accepts metaroce-gen's connections, keeps receives posted and checks every byte of\n"
-      "every message against its pattern; per connection: goodput, completion latency\n"
+      "Accepts metaroce-gen's connections (up to 16384 at once), keeps receives posted and\n"
+      "checks every byte of every message against its pattern; per connection: goodput,\n"
+      "completion latency\n"
       "(the generator's post time to the completion here: both on one host), wrong bytes\n"
       "and the first bad offset, missing and duplicated messages. A progress line each\n"
       "second; with --json the summary. Exit status: 0 every message of every connection\n"
@@ -49,6 +54,7 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   o.port.program = "metaroce-sink";
   o.port.host_name = "sink";
   o.port.mtu = 9000;
+  o.port.max_connections = max_sink_connections;
   if (!read_port_options(vm, std::move(eal_args), o.port, message)) return ParseOutcome::error;
   if (!read_in_range<std::uint32_t>(vm, "runs", 0, 1'000'000, o.runs, message) ||
       !read_in_range<double>(vm, "duration", 0.001, 31'536'000.0, o.duration_s, message) ||

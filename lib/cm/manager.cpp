@@ -1,5 +1,7 @@
 #include "cm/manager.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace metaroce::cm {
@@ -72,18 +74,46 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   m.private_data = request.private_data;
   std::array<std::uint8_t, mad_size> check{};
   if (!encode_mad(m, check, error)) return 0;
-  a.next_send = now;
+  (void)now;  // the first REQ leaves at the next poll() with room under max_requests_in_flight
   const std::uint64_t id = next_id_++;
   nonce_to_id_[nonce] = id;
   qpn_to_peer_[a.config.local_qpn] = {};
   attempts_[id] = std::move(a);
+  unsent_.push_back(id);
+  ++pending_;
   return id;
 }
 
-std::size_t Manager::pending() const noexcept {
-  std::size_t n = 0;
-  for (const auto& [id, a] : attempts_) n += a.done ? 0 : 1;
-  return n;
+void Manager::settle(Attempt& a) {
+  if (a.done) return;
+  a.done = true;
+  --pending_;
+  if (!a.queued) --in_flight_;
+}
+
+void Manager::send_request(Time now, std::uint64_t id, Attempt& a) {
+  send(a.config.endpoints, a.request);
+  ++counters_.requests_sent;
+  if (a.sent != 0) ++counters_.request_retries;
+  ++a.sent;
+  a.next_send = now + config_.retry_interval;
+  retries_due_.emplace(a.next_send, id);
+}
+
+void Manager::time_out(std::uint64_t id, Attempt& a) {
+  settle(a);
+  a.failed = true;
+  qpn_to_peer_.erase(a.config.local_qpn);
+  ++counters_.timed_out;
+  Event e;
+  e.kind = EventKind::failed;
+  e.id = id;
+  e.error = fmt::format(
+      "no answer from {} after {} connection requests over {:.1f} s: is the server running there, "
+      "and is {} the MAC of the next hop towards it?",
+      address_of(a.config.endpoints), a.sent, double(a.sent) * double(config_.retry_interval) / 1e9,
+      mac_of(a.config.endpoints.peer_mac));
+  events_.push_back(std::move(e));
 }
 
 void Manager::forget(std::uint32_t local_qpn) {
@@ -233,7 +263,7 @@ void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
   ready.sender_qpn = a.config.local_qpn;
   ready.receiver_qpn = m.sender_qpn;
   if (!a.done) {
-    a.done = true;
+    settle(a);
     a.config.peer_qpn = m.sender_qpn;
     a.config.peer_initial_psn = m.sender_psn;
     a.config.mtu = m.mtu;
@@ -282,7 +312,8 @@ void Manager::on_reject(const Message& m) {
   }
   Attempt& a = attempts_.at(id->second);
   if (a.done) return;
-  a.done = a.failed = true;
+  settle(a);
+  a.failed = true;
   qpn_to_peer_.erase(a.config.local_qpn);
   Event e;
   e.kind = EventKind::failed;
@@ -310,13 +341,17 @@ bool Manager::disconnect(Time now, std::uint64_t id, std::vector<std::uint8_t> p
   a.dreq.receiver_qpn = a.config.peer_qpn;
   a.dreq.private_data = std::move(private_data);
   a.dreq_next = now;
+  retries_due_.emplace(now, id);
   return true;
 }
 
 void Manager::set_disconnect_reply(std::uint32_t local_qpn, std::vector<std::uint8_t> private_data) {
   if (private_data.size() > max_private_data) private_data.resize(max_private_data);
-  for (auto& [key, entry] : accepted_)
-    if (entry.local_qpn == local_qpn && !entry.rejected) entry.drep_private = private_data;
+  const auto peer = qpn_to_peer_.find(local_qpn);
+  if (peer == qpn_to_peer_.end()) return;
+  const auto it = accepted_.find(peer->second);
+  if (it != accepted_.end() && it->second.local_qpn == local_qpn && !it->second.rejected)
+    it->second.drep_private = std::move(private_data);
 }
 
 void Manager::on_disconnect(const wire::ParsedFrame& frame, const Message& m) {
@@ -326,6 +361,7 @@ void Manager::on_disconnect(const wire::ParsedFrame& frame, const Message& m) {
     return;
   }
   Accepted& entry = it->second;
+  if (!entry.drep_due) dreps_due_.push_back(it->first);
   entry.drep_due = true;  // answered at the next poll, after the application saw the event
   if (entry.closed) return;
   entry.closed = true;
@@ -356,8 +392,10 @@ void Manager::on_disconnect_reply(const Message& m) {
 }
 
 void Manager::poll(Time now, std::vector<std::vector<std::uint8_t>>& frames) {
-  for (auto& [key, entry] : accepted_) {
-    if (!entry.drep_due) continue;
+  for (const PeerKey& key : dreps_due_) {
+    const auto it = accepted_.find(key);
+    if (it == accepted_.end() || !it->second.drep_due) continue;
+    Accepted& entry = it->second;
     entry.drep_due = false;
     Message drep;
     drep.type = MessageType::disconnect_reply;
@@ -368,46 +406,46 @@ void Manager::poll(Time now, std::vector<std::vector<std::uint8_t>>& frames) {
     send(entry.peer, drep);
     ++counters_.disconnect_replies_sent;
   }
-  for (auto& [id, a] : attempts_) {
-    if (!a.disconnecting || a.closed || now < a.dreq_next) continue;
-    if (a.dreq_sent >= config_.retries) {
-      a.closed = true;
-      qpn_to_peer_.erase(a.config.local_qpn);
-      Event e;
-      e.kind = EventKind::disconnected;
-      e.id = id;
-      e.error = fmt::format("no answer from {} to {} disconnect requests: closed without the server's summary",
-                            address_of(a.config.endpoints), a.dreq_sent);
-      events_.push_back(std::move(e));
-      continue;
+  dreps_due_.clear();
+  while (!retries_due_.empty() && retries_due_.top().first <= now) {
+    const auto [deadline, id] = retries_due_.top();
+    retries_due_.pop();
+    const auto it = attempts_.find(id);
+    if (it == attempts_.end()) continue;
+    Attempt& a = it->second;
+    if (a.disconnecting && !a.closed && a.dreq_next == deadline) {
+      if (a.dreq_sent >= config_.retries) {
+        a.closed = true;
+        qpn_to_peer_.erase(a.config.local_qpn);
+        Event e;
+        e.kind = EventKind::disconnected;
+        e.id = id;
+        e.error = fmt::format("no answer from {} to {} disconnect requests: closed without the server's summary",
+                              address_of(a.config.endpoints), a.dreq_sent);
+        events_.push_back(std::move(e));
+        continue;
+      }
+      send(a.config.endpoints, a.dreq);
+      ++counters_.disconnects_sent;
+      ++a.dreq_sent;
+      a.dreq_next = now + config_.retry_interval;
+      retries_due_.emplace(a.dreq_next, id);
+    } else if (!a.done && !a.queued && a.next_send == deadline) {
+      if (a.sent >= config_.retries)
+        time_out(id, a);
+      else
+        send_request(now, id, a);
     }
-    send(a.config.endpoints, a.dreq);
-    ++counters_.disconnects_sent;
-    ++a.dreq_sent;
-    a.dreq_next = now + config_.retry_interval;
   }
-  for (auto& [id, a] : attempts_) {
-    if (a.done || now < a.next_send) continue;
-    if (a.sent >= config_.retries) {
-      a.done = a.failed = true;
-      qpn_to_peer_.erase(a.config.local_qpn);
-      ++counters_.timed_out;
-      Event e;
-      e.kind = EventKind::failed;
-      e.id = id;
-      e.error = fmt::format(
-          "no answer from {} after {} connection requests over {:.1f} s: is the server running there, "
-          "and is {} the MAC of the next hop towards it?",
-          address_of(a.config.endpoints), a.sent, double(a.sent) * double(config_.retry_interval) / 1e9,
-          mac_of(a.config.endpoints.peer_mac));
-      events_.push_back(std::move(e));
-      continue;
-    }
-    send(a.config.endpoints, a.request);
-    ++counters_.requests_sent;
-    if (a.sent != 0) ++counters_.request_retries;
-    ++a.sent;
-    a.next_send = now + config_.retry_interval;
+  const std::size_t room = std::max<std::uint32_t>(config_.max_requests_in_flight, 1);
+  while (!unsent_.empty() && in_flight_ < room) {
+    const std::uint64_t id = unsent_.front();
+    unsent_.pop_front();
+    Attempt& a = attempts_.at(id);
+    if (a.done || !a.queued) continue;
+    a.queued = false;
+    ++in_flight_;
+    send_request(now, id, a);
   }
   for (auto& f : out_) frames.push_back(std::move(f));
   out_.clear();

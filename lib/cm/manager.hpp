@@ -21,11 +21,19 @@
 //
 // The caller feeds frames addressed to QP 1 (on_frame) and sends what poll()
 // returns; time is the caller's (ns). One manager per engine host; no locks.
+//
+// Thousands of connections at once: at most max_requests_in_flight REQs wait
+// for an answer, the rest queue unsent (a server flooded with more than it
+// answers in a retry interval would get every REQ again); retries and
+// disconnect retries are kept in order of their deadlines, so poll() costs
+// O(frames it sends), not O(connections), and every lookup is by key.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <queue>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +79,9 @@ struct ManagerConfig {
   std::uint16_t cm_src_port = 49151;  // UDP source port of CM frames
   Time retry_interval = 100'000'000;  // 100 ms between REQs
   std::uint32_t retries = 30;         // REQs before giving up (3 s)
+  // Client: attempts whose REQ is out and unanswered; more wait to be sent
+  // (their retries count from their first REQ).
+  std::uint32_t max_requests_in_flight = 256;
   std::uint64_t seed = 0;             // nonces, QPNs and PSNs; 0: from std::random_device
   // Server side: what it agrees to.
   std::uint32_t max_mtu = 9000;
@@ -146,8 +157,8 @@ class Manager {
   void take_events(std::vector<Event>& out);
 
   [[nodiscard]] const Counters& counters() const noexcept { return counters_; }
-  // Attempts still waiting for an answer.
-  [[nodiscard]] std::size_t pending() const noexcept;
+  // Attempts still waiting for an answer (sent or queued).
+  [[nodiscard]] std::size_t pending() const noexcept { return pending_; }
 
  private:
   struct Attempt {  // client
@@ -156,6 +167,7 @@ class Manager {
     std::string cc;
     Time next_send = 0;
     std::uint32_t sent = 0;
+    bool queued = true;   // not sent yet (waiting for room under max_requests_in_flight)
     bool done = false;
     bool failed = false;  // rejected or timed out: a late REP is stale
     // After disconnect(): the DREQ, repeated until the DREP.
@@ -187,6 +199,11 @@ class Manager {
   transport::Endpoints reply_endpoints(const wire::ParsedFrame& frame) const;
   std::uint32_t new_qpn(std::uint16_t queue);
   void send(const transport::Endpoints& endpoints, const Message& m);
+  // An attempt is answered (REP, REJ) or given up: one fewer pending, and
+  // one fewer in flight if its REQ was out.
+  void settle(Attempt& a);
+  void send_request(Time now, std::uint64_t id, Attempt& a);
+  void time_out(std::uint64_t id, Attempt& a);
 
   ManagerConfig config_;
   std::mt19937_64 random_;
@@ -195,6 +212,15 @@ class Manager {
   std::map<PeerKey, Accepted> accepted_;             // server
   std::map<std::uint32_t, std::uint64_t> nonce_to_id_;  // client attempts by nonce
   std::map<std::uint32_t, PeerKey> qpn_to_peer_;        // local QPNs in use (server: their peer)
+  // Client: attempts not sent yet, oldest first; and (deadline, id) of each
+  // REQ or DREQ to send, earliest first. An entry whose attempt has moved on
+  // (answered, or its deadline changed) is skipped when its time comes.
+  std::deque<std::uint64_t> unsent_;
+  std::priority_queue<std::pair<Time, std::uint64_t>, std::vector<std::pair<Time, std::uint64_t>>, std::greater<>>
+      retries_due_;
+  std::size_t pending_ = 0;      // attempts with no answer yet
+  std::size_t in_flight_ = 0;    // of those, with a REQ out
+  std::vector<PeerKey> dreps_due_;  // server: DREPs to send at the next poll
   std::uint64_t next_id_ = 1;
   std::vector<std::vector<std::uint8_t>> out_;
   std::vector<Event> events_;

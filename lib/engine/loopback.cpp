@@ -69,11 +69,14 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   const auto mac_or = [](wire::MacAddress mac, std::uint8_t last) {
     return mac == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, 0, last} : mac;
   };
-  if (config.qps < 1 || config.qps > 256) {
-    error = fmt::format("qps {} is outside 1..256", config.qps);
+  if (config.qps < 1 || config.qps > max_loopback_qps) {
+    error = fmt::format("qps {} is outside 1..{}", config.qps, max_loopback_qps);
     return nullptr;
   }
-  for (std::uint16_t i = 0; i < config.qps; ++i) {
+  if (config.before_connections) config.before_connections();
+  lb->connections_a_.reserve(config.qps);
+  lb->connections_b_.reserve(config.qps);
+  for (std::uint32_t i = 0; i < config.qps; ++i) {
     transport::ConnectionConfig a = config.connection;
     a.endpoints.local_mac = mac_or(lb->port_a_->mac(), 0x0a);
     a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);

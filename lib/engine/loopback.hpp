@@ -28,15 +28,18 @@
 
 namespace metaroce::engine {
 
+inline constexpr std::uint32_t max_loopback_qps = 16384;
+
 struct LoopbackConfig {
   // Mode, mtu, paths, streams, windows and timers; endpoints, QPNs and PSNs
   // are filled in.
   transport::ConnectionConfig connection{};
   PortSetup ports{};
   EngineHostConfig hosts{};  // name and port are filled in
-  // Connections (QP pairs) between the two hosts, perftest's -q: pair i has
-  // QPNs 0x101 + i (A) and 0x202 + i (B).
-  std::uint16_t qps = 1;
+  // Connections (QP pairs) between the two hosts, perftest's -q, 1..16384
+  // (hosts.max_connections must allow as many): pair i has QPNs 0x101 + i
+  // (A) and 0x202 + i (B).
+  std::uint32_t qps = 1;
   // The congestion control of each connection end (called once per end);
   // empty: none (path_window bounds each path).
   std::function<std::unique_ptr<transport::CongestionControl>()> congestion;
@@ -44,6 +47,10 @@ struct LoopbackConfig {
   fabric::FabricConfig forward{};   // A -> B
   fabric::FabricConfig backward{};  // B -> A
   std::function<void(std::span<const std::uint8_t>, std::uint64_t)> tap;  // every frame, both ways
+  // Called once the ports, pools and hosts exist, just before the
+  // connections are created (an app measuring what they cost reads its
+  // memory here).
+  std::function<void()> before_connections;
 };
 
 class Loopback {

@@ -207,7 +207,8 @@ bool register_telemetry_commands() {
 
 TelemetryPublisher::TelemetryPublisher(EngineHost& host, std::vector<transport::Connection*> connections,
                                        std::uint64_t publish_period_ns)
-    : host_(host), connections_(std::move(connections)), publish_period_ns_(publish_period_ns) {
+    : host_(host), publish_period_ns_(publish_period_ns) {
+  set_connections(std::move(connections));
   register_telemetry_commands();
   publish();
   std::lock_guard lock(registry().mutex);
@@ -219,6 +220,26 @@ TelemetryPublisher::~TelemetryPublisher() {
   std::lock_guard lock(registry().mutex);
   auto& list = registry().publishers;
   list.erase(std::remove(list.begin(), list.end(), this), list.end());
+}
+
+void TelemetryPublisher::add_connection(transport::Connection* c) {
+  if (index_.contains(c)) return;
+  index_[c] = connections_.size();
+  connections_.push_back(c);
+  publish_due_ = true;
+}
+
+void TelemetryPublisher::remove_connection(const transport::Connection* c) {
+  const auto it = index_.find(c);
+  if (it == index_.end()) return;
+  const std::size_t i = it->second;
+  index_.erase(it);
+  if (i + 1 != connections_.size()) {
+    connections_[i] = connections_.back();
+    index_[connections_[i]] = i;
+  }
+  connections_.pop_back();
+  publish_due_ = true;
 }
 
 void TelemetryPublisher::publish() {
@@ -242,6 +263,7 @@ void TelemetryPublisher::publish() {
     s.path_info.resize(s.paths);
     for (std::uint16_t path = 0; path < s.paths; ++path) s.path_info[path] = c.path_info(path);
   }
+  last_publish_cost_ns_ = host_.now_ns() - last_publish_ns_;
   // Never wait for a reader: if one holds the snapshot, maybe_publish's next clock check tries again.
   std::unique_lock lock(published_mutex_, std::try_to_lock);
   publish_due_ = !lock.owns_lock();

@@ -14,6 +14,9 @@
 //     and a torn read is possible in principle (an aligned 8-byte load is
 //     not torn on x86-64 or arm64); acceptable for monitoring, and formally
 //     a data race (TSan reports it).
+//   - A publication costs O(connections) on the lcore, so with thousands of
+//     them the period stretches to keep it under 1% of the lcore's time
+//     (publish_cost_factor times the last publication's own duration).
 //   - Connections are never touched by the telemetry thread: their maps,
 //     paths and windows change under the lcore. The owning lcore copies
 //     what the commands show into a snapshot (TelemetryPublisher::publish,
@@ -27,12 +30,14 @@
 // it, and so must each connection while it is in the publisher's list. A
 // host whose connections come and go (the remote apps: one per message
 // size, or per client) gives the publisher its new list with
-// set_connections, on the owning lcore, before destroying a connection: the
-// telemetry thread only ever reads snapshots, never the list.
+// set_connections (or one at a time, add_connection / remove_connection, in
+// O(1)), on the owning lcore, before destroying a connection: the telemetry
+// thread only ever reads snapshots, never the list.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +72,13 @@ class TelemetryPublisher {
   // 10 ms: fresh enough for a human or a scraper, 100 copies a second
   // (a few hundred bytes per connection) cost the lcore nothing measurable.
   static constexpr std::uint64_t default_publish_period_ns = 10'000'000;
+  // A publication waits at least this many times its predecessor's own
+  // duration, so copying thousands of connections takes at most 1% of the
+  // lcore (and a list changed on every turn, while thousands of connections
+  // are set up, is not copied whole on every turn).
+  static constexpr std::uint64_t publish_cost_factor = 100;
+  // A publication cheaper than this (tens of connections) is never held back.
+  static constexpr std::uint64_t cheap_publish_ns = 10'000;
 
   // Registers `host` (and the /metaroce commands, once per process) and
   // publishes a first snapshot from the calling thread, which must own the
@@ -84,8 +96,14 @@ class TelemetryPublisher {
   // then): until that publication, readers see the old set, as copies.
   void set_connections(std::vector<transport::Connection*> connections) {
     connections_ = std::move(connections);
+    index_.clear();
+    for (std::size_t i = 0; i < connections_.size(); ++i) index_[connections_[i]] = i;
     publish_due_ = true;
   }
+  // Owning lcore only: adds one connection to the list, or takes one out
+  // (the list's order changes: the last takes its place). O(1) each.
+  void add_connection(transport::Connection* c);
+  void remove_connection(const transport::Connection* c);
   // Owning lcore only: the list set last.
   [[nodiscard]] const std::vector<transport::Connection*>& connections() const noexcept { return connections_; }
 
@@ -97,7 +115,10 @@ class TelemetryPublisher {
   // counter increment on most turns.
   void maybe_publish() {
     if ((++calls_ & 63u) != 0) return;
-    if (publish_due_ || host_.now_ns() - last_publish_ns_ >= publish_period_ns_) publish();
+    const std::uint64_t since = host_.now_ns() - last_publish_ns_;
+    if ((last_publish_cost_ns_ < cheap_publish_ns || since >= publish_cost_factor * last_publish_cost_ns_) &&
+        (publish_due_ || since >= publish_period_ns_))
+      publish();
   }
 
   // Telemetry thread (or tests): the host and a copy of its last snapshot.
@@ -107,7 +128,9 @@ class TelemetryPublisher {
  private:
   EngineHost& host_;
   std::vector<transport::Connection*> connections_;  // owner's list: only the owner reads it
+  std::unordered_map<const transport::Connection*, std::size_t> index_;  // where each is in connections_
   std::uint64_t publish_period_ns_;
+  std::uint64_t last_publish_cost_ns_ = 0;  // how long the last publish() took
   std::uint64_t calls_ = 0;
   std::uint64_t last_publish_ns_ = 0;
   std::uint64_t publications_ = 0;

@@ -1,0 +1,196 @@
+// tools/bench scale: what many connections cost, in one run (about a minute):
+//   1. at 1, 16, 256, 1,024 and 4,096 connections over the loopback
+//      (metaroce-perf --loopback -q N, one host per end, messages
+//      round-robin over the connections, -t 128 per connection):
+//        - the 64 B WRITE message rate (1 s),
+//        - the 64 KiB WRITE goodput (1 s),
+//        - bytes per connection: the process's resident memory once its
+//          connections are created less just before (ports, pools and hosts
+//          already up), over the 2 x N connection ends (what one host pays
+//          per connection; apps/common/process_memory.hpp). A connection's
+//          windows are allocated and zeroed when it is created; what traffic
+//          touches later is mostly the pools' mbufs, not the connections';
+//   2. the connection manager's setup rate: metaroce-perf --server and
+//      --client -q 4096 as two processes over net_memif, one 64 B message
+//      per connection (the client's cm_setup_per_s: first REQ to last REP).
+// A point whose memory would pass half of MemAvailable (from the last
+// point's bytes per connection) is skipped, and a line says so. Targets,
+// printed beside the figures: at 4,096 connections the message rate >= 80%
+// and the goodput >= 90% of the 1-connection figures of the same run,
+// bytes per connection <= 65,536, setup >= 10,000 connections/s.
+// Human-readable table, then one JSON object as the last line; a figure
+// that could not be measured is null.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../common/program_runner.hpp"
+
+#ifndef METAROCE_PERF_PATH
+#error "METAROCE_PERF_PATH: the metaroce-perf executable, set by meson"
+#endif
+
+namespace {
+
+using metaroce::bench::Figure;
+using metaroce::bench::json_number;
+using metaroce::bench::json_value;
+using metaroce::bench::read_file;
+using metaroce::bench::run;
+
+constexpr unsigned connection_counts[] = {1, 16, 256, 1024, 4096};
+constexpr unsigned cm_connections = 4096;
+
+struct Row {
+  unsigned connections = 0;
+  Figure msg_rate_mps, goodput_gbps, bytes_per_connection;
+  bool skipped = false;
+};
+
+// metaroce-perf with --json FILE; the file's text, or "" when it failed.
+std::string metaroce_perf(const std::string& args, const std::string& json_path) {
+  const std::string command = fmt::format("{} --json {} {}", METAROCE_PERF_PATH, json_path, args);
+  std::printf("  $ %s\n", command.c_str());
+  if (run(command) != 0) {
+    std::printf("  metaroce-perf failed (exit status above); its figures are null\n");
+    return "";
+  }
+  return read_file(json_path);
+}
+
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+double memory_available() {
+  const std::string info = read_file("/proc/meminfo");
+  const std::size_t at = info.find("MemAvailable:");
+  if (at == std::string::npos) return 0;
+  return std::strtod(info.c_str() + at + 13, nullptr) * 1024.0;
+}
+
+Row measure(unsigned n, const std::string& work) {
+  Row row;
+  row.connections = n;
+  std::printf("%u connection%s\n", n, n == 1 ? "" : "s");
+  const std::string rate =
+      metaroce_perf(fmt::format("--loopback -q {} -s 64 -D 1", n), fmt::format("{}/rate-{}.json", work, n));
+  if (!rate.empty()) {
+    row.msg_rate_mps = json_number(rate, "msg_rate_mpps");
+    const Figure before = json_number(rate, "resident_before_bytes");
+    const Figure after = json_number(rate, "resident_connected_bytes");
+    if (before && after && *after >= *before) row.bytes_per_connection = (*after - *before) / (2.0 * n);
+  }
+  const std::string bw = metaroce_perf(fmt::format("--loopback -q {} -s 65536 -D 1 --report-gbits", n),
+                                       fmt::format("{}/bw-{}.json", work, n));
+  if (!bw.empty()) row.goodput_gbps = json_number(bw, "bw_average_gbps");
+  return row;
+}
+
+// Two processes over net_memif; the client's cm_setup_per_s.
+Figure cm_setup_rate(const std::string& work) {
+  std::printf("connection manager: %u connections between two processes over net_memif\n", cm_connections);
+  const std::string eal = "--lcores '0@(0-1)' --no-huge -m 512 --no-shconf --no-pci --log-level=error";
+  const std::string memif = fmt::format("socket={}/cm.sock,socket-abstract=no,bsize=10240", work);
+  const std::string server = fmt::format(
+      "timeout 120 {} --server --port net_memif0 --local-ip 10.97.0.2 --max-connections {} --idle-sleep-us 20 "
+      "--json {}/server.json -- {} --file-prefix mr-bench-scale-{}-s --vdev net_memif0,role=server,{},"
+      "mac=02:00:00:00:00:22 >{}/server.out 2>&1 &",
+      METAROCE_PERF_PATH, cm_connections, work, eal, ::getpid(), memif, work);
+  std::printf("  $ %s\n", server.c_str());
+  if (std::system(server.c_str()) != 0) return std::nullopt;
+  for (int i = 0; i < 100 && ::access((work + "/cm.sock").c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string client = metaroce_perf(
+      fmt::format("--client 10.97.0.2 --peer-mac 02:00:00:00:00:22 --port net_memif0 --local-ip 10.97.0.1 -q {} "
+                  "-s 64 -n {} --idle-sleep-us 20 -- {} --file-prefix mr-bench-scale-{}-c "
+                  "--vdev net_memif0,role=client,{},mac=02:00:00:00:00:21",
+                  cm_connections, cm_connections, eal, ::getpid(), memif),
+      work + "/client.json");
+  // The server exits after the client's last connection.
+  for (int i = 0; i < 100 && read_file(work + "/server.json").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (client.empty()) return std::nullopt;
+  const Figure set_up = json_number(client, "cm_connections_set_up");
+  if (!set_up || *set_up != cm_connections) return std::nullopt;
+  return json_number(client, "cm_setup_per_s");
+}
+
+std::string share(const Figure& part, const Figure& whole) {
+  return part && whole && *whole > 0 ? fmt::format("{:.0f}%", 100.0 * *part / *whole) : "?";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // tools/bench passes Google Benchmark's flags (--benchmark_color=false);
+  // this is not a Google Benchmark, so they are accepted and ignored.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--benchmark", 11) == 0) continue;
+    std::fprintf(stderr, "metaroce-bench-scale: unknown argument '%s' (it takes none)\n", argv[i]);
+    return 2;
+  }
+  char dir_template[] = "/tmp/metaroce-bench-scale.XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::fprintf(stderr, "metaroce-bench-scale: cannot create a directory in /tmp\n");
+    return 1;
+  }
+  const std::string work = dir;
+
+  std::vector<Row> rows;
+  for (const unsigned n : connection_counts) {
+    if (!rows.empty() && rows.back().bytes_per_connection) {
+      const double needed = *rows.back().bytes_per_connection * 2.0 * n;
+      const double available = memory_available();
+      if (available > 0 && needed > available / 2) {
+        std::printf("%u connections: skipped, they would take about %.1f GiB (%.0f KiB per connection end, both "
+                    "ends here), more than half of the %.1f GiB available\n",
+                    n, needed / double(1u << 30), *rows.back().bytes_per_connection / 1024.0,
+                    available / double(1u << 30));
+        Row skipped;
+        skipped.connections = n;
+        skipped.skipped = true;
+        rows.push_back(skipped);
+        continue;
+      }
+    }
+    rows.push_back(measure(n, work));
+  }
+  const Figure setup = cm_setup_rate(work);
+
+  const Row& one = rows.front();
+  const Row& most = rows.back();
+  std::printf("\nsummary (loopback: both ends in one process over net_ring, 2 lcores; -t 128 per connection)\n");
+  std::printf("  connections   64 B msg rate [M msg/s]   64 KiB goodput [Gb/s]   bytes per connection\n");
+  for (const Row& r : rows)
+    std::printf("  %-13u %-25s %-23s %s\n", r.connections,
+                r.skipped ? "skipped" : json_value(r.msg_rate_mps, 3).c_str(),
+                r.skipped ? "skipped" : json_value(r.goodput_gbps, 2).c_str(),
+                r.skipped ? "skipped" : json_value(r.bytes_per_connection, 0).c_str());
+  std::printf("  bytes per connection: resident memory the connections took when created (64 B run), over 2 x N "
+              "connection ends (one host's cost per connection)\n");
+  std::printf("  at %u connections: message rate %s of 1 connection's (target >= 80%%), goodput %s (target >= "
+              "90%%), %s bytes per connection (target <= 65536)\n",
+              most.connections, share(most.msg_rate_mps, one.msg_rate_mps).c_str(),
+              share(most.goodput_gbps, one.goodput_gbps).c_str(), json_value(most.bytes_per_connection, 0).c_str());
+  std::printf("  connection manager over net_memif, two processes, %u connections: %s connections/s (target >= "
+              "10000)\n",
+              cm_connections, json_value(setup, 0).c_str());
+
+  if (std::system(fmt::format("rm -rf '{}'", work).c_str()) != 0) std::printf("  (could not remove %s)\n", dir);
+  std::string json = "{\"bench\":\"scale\",\"rows\":[";
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    json += fmt::format("{}{{\"connections\":{},\"msg_rate_64b_mps\":{},\"goodput_64k_gbps\":{},"
+                        "\"bytes_per_connection\":{}}}",
+                        i == 0 ? "" : ",", rows[i].connections, json_value(rows[i].msg_rate_mps, 4),
+                        json_value(rows[i].goodput_gbps, 3), json_value(rows[i].bytes_per_connection, 0));
+  json += fmt::format("],\"cm_setup_per_s\":{}}}", json_value(setup, 0));
+  std::printf("%s\n", json.c_str());
+  return one.msg_rate_mps && setup ? 0 : 1;
+}
