@@ -32,6 +32,26 @@ constexpr std::uint64_t slot_budget_bytes = 64ull << 20;
 // Without --verify, messages share buffers of this many bytes in all (one
 // message when larger): perftest's cycle buffer.
 constexpr std::uint64_t reused_buffer_bytes = 4096;
+// Messages posted to one connection before the next, at most (-t bounds it too).
+constexpr std::uint32_t max_burst = 4096;
+
+// Which connection and stream message m goes to, in perftest's order: each
+// connection in turn takes a burst of messages (perftest fills a QP's
+// tx_depth before it posts to the next), and each round of bursts over the
+// connections goes to the next stream. A connection's poll then sends a
+// burst together, as it would one connection's, and one ACK covers many.
+struct MessageOrder {
+  std::uint32_t burst = 1;
+  std::uint32_t qps = 1;
+  std::uint16_t streams = 1;
+  [[nodiscard]] std::uint64_t first_of(std::uint32_t qp, std::uint16_t stream) const noexcept {
+    return (std::uint64_t{stream} * qps + qp) * burst;
+  }
+  // The message after m on m's connection and stream.
+  [[nodiscard]] std::uint64_t next_of_same(std::uint64_t m) const noexcept {
+    return (m + 1) % burst != 0 ? m + 1 : m + 1 + (std::uint64_t{streams} * qps - 1) * burst;
+  }
+};
 // A run that makes no progress this long after posting stopped has lost
 // messages for good.
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
@@ -50,9 +70,9 @@ struct alignas(64) Receiver {
   std::uint8_t* receive_region = nullptr;
   std::uint32_t receive_key = 0;
   std::uint32_t qps = 1;
+  std::uint32_t burst = 1;  // messages posted to one connection before the next (MessageOrder)
   // Per (connection, stream), index qp * streams + stream: the next message
-  // it completes. Message m goes to connection m % qps, stream (m / qps) %
-  // streams, so each index advances by qps * streams.
+  // it completes (MessageOrder::next_of_same).
   std::vector<std::uint64_t> expected_next;
   std::vector<transport::Completion> completions;
   // Which connections a turn polls, and where completions were found last.
@@ -111,7 +131,7 @@ struct alignas(64) Receiver {
       }
       const std::size_t key = qp * options->streams + c.stream;
       const std::uint64_t m = expected_next[key];
-      expected_next[key] += std::uint64_t{qps} * options->streams;
+      expected_next[key] = MessageOrder{burst, qps, options->streams}.next_of_same(m);
       bool ok = true;
       if (options->op == PerfOp::write_imm) {
         ok = c.has_imm && c.imm == static_cast<std::uint32_t>(m);
@@ -260,13 +280,17 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   auto telemetry_a = std::make_unique<engine::TelemetryPublisher>(lb.host_a(), senders);
   auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(lb.host_b(), receivers);
 
-  // Slots of the source and write regions: a multiple of the connections,
-  // so slot m % slots always belongs to connection m % qps; up to tx_depth
-  // per connection within the budget (at least one each).
+  // Slots of the source and write regions: up to tx_depth per connection
+  // within the budget (at least one each). Messages go to the connections
+  // in bursts, as perftest posts (MessageOrder): each connection takes
+  // `burst` messages (as many as its share of the slots allows, at most
+  // tx_depth) before the next one does. Slots are a multiple of burst x
+  // connections, so slot m % slots always belongs to message m's connection.
   const std::uint32_t qps = o.qps;
   auto slots = static_cast<std::uint32_t>(
       std::clamp<std::uint64_t>(slot_budget_bytes / size, 1, std::uint64_t{o.tx_depth} * qps));
-  slots = std::max(qps, slots - slots % qps);
+  const std::uint32_t burst = std::clamp<std::uint32_t>(slots / qps, 1, std::min(o.tx_depth, max_burst));
+  slots = std::max(burst * qps, slots - slots % (burst * qps));
   // Where message m's bytes live: with --verify each message in flight has
   // its own slot (its pattern must survive until it is checked); without,
   // like perftest, messages share one buffer (cycling through a 4 KiB page
@@ -282,6 +306,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.size = size;
   receiver.slots = buffers;
   receiver.qps = qps;
+  receiver.burst = burst;
   // Receives per stream: what the window can have in flight on one stream,
   // plus as many again for completions the receiver has not re-posted yet
   // (else the sender meets RNR), within the memory budget.
@@ -296,7 +321,8 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   receiver.receive_region = receive_region.data();
   receiver.expected_next.resize(std::size_t{qps} * o.streams);
   for (std::uint32_t qp = 0; qp < qps; ++qp)
-    for (std::uint16_t s = 0; s < o.streams; ++s) receiver.expected_next[qp * o.streams + s] = qp + std::uint64_t{qps} * s;
+    for (std::uint16_t s = 0; s < o.streams; ++s)
+      receiver.expected_next[qp * o.streams + s] = MessageOrder{burst, qps, o.streams}.first_of(qp, s);
 
   const std::uint32_t lkey = lb.host_a().memory().register_region(source.data(), source.size(),
                                                                    transport::access_local_write);
@@ -347,17 +373,19 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     if (!threaded) receiver.turn();
   };
 
-  // Message m's slot (m % slots), connection (m % qps), stream ((m / qps) %
-  // streams) and buffer (m % buffers), stepped along with m: no division
-  // per message on the sender's lcore.
+  // Message m's slot (m % slots), connection and stream (MessageOrder) and
+  // buffer (m % buffers), stepped along with m: no division per message on
+  // the sender's lcore.
   struct {
-    std::uint32_t slot = 0, qp = 0, buffer = 0;
+    std::uint32_t slot = 0, qp = 0, buffer = 0, in_burst = 0;
     std::uint16_t stream = 0;
-    std::uint32_t slots = 0, qps = 0, buffers = 0;
+    std::uint32_t slots = 0, qps = 0, buffers = 0, burst = 1;
     std::uint16_t streams = 0;
     void advance() noexcept {
       if (++slot == slots) slot = 0;
       if (++buffer == buffers) buffer = 0;
+      if (++in_burst < burst) return;
+      in_burst = 0;
       if (++qp == qps) {
         qp = 0;
         if (++stream == streams) stream = 0;
@@ -368,15 +396,18 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   next.qps = qps;
   next.buffers = buffers;
   next.streams = o.streams;
+  next.burst = burst;
   // The oldest message not completed yet (each message in flight holds its
   // slot, so it is the first busy slot from here), and its connection: where
   // the next completions are, polled first each turn.
   struct {
     std::uint64_t m = 0;
-    std::uint32_t slot = 0, qp = 0;
-    void advance(std::uint32_t slots, std::uint32_t qps) noexcept {
+    std::uint32_t slot = 0, qp = 0, in_burst = 0;
+    void advance(std::uint32_t slots, std::uint32_t qps, std::uint32_t burst) noexcept {
       ++m;
       if (++slot == slots) slot = 0;
+      if (++in_burst < burst) return;
+      in_burst = 0;
       if (++qp == qps) qp = 0;
     }
   } oldest;
@@ -433,7 +464,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         keep_engine_turning();
       }
     }
-    while (oldest.m < posted && !slot_busy[oldest.slot]) oldest.advance(slots, qps);
+    while (oldest.m < posted && !slot_busy[oldest.slot]) oldest.advance(slots, qps, burst);
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     while (posting && (duration_ns != 0 || posted < o.iterations) && in_flight[next.qp] < o.tx_depth &&
            !slot_busy[next.slot]) {

@@ -92,12 +92,15 @@ bool MetaroceConnection::take_path_slots(TxPath& path) {
     pools_->path_slots.wait(*this);
     return false;
   }
-  std::fill_n(path.seq_slot, wire::sack_bits, TxPath::no_packet);
+  path.seq_slot[0] = TxPath::no_packet;  // the rest is still "no packet" (HostPools::path_slots)
   return true;
 }
 
 void MetaroceConnection::give_path_slots(TxPath& path) noexcept {
   if (path.seq_slot == nullptr) return;
+  // The pool takes back only tables that say "no packet" throughout: one
+  // given back with sequences unresolved (flushed, destroyed) is cleared.
+  if (path.una != path.next_seq) std::fill_n(path.seq_slot, wire::sack_bits, TxPath::no_packet);
   pools_->path_slots.give(path.seq_slot);
   path.seq_slot = nullptr;
 }
@@ -105,21 +108,37 @@ void MetaroceConnection::give_path_slots(TxPath& path) noexcept {
 MetaroceConnection::RxMessage* MetaroceConnection::rx_message(RxStream& stream, std::uint32_t msg_seq) {
   RxMessage*& chunk = stream.chunks[(msg_seq / chunk_entries) & (rx_chunk_count_ - 1)];
   if (chunk == nullptr) {
-    chunk = static_cast<RxMessage*>(pools_->chunks.take());
+    chunk = static_cast<RxMessage*>(pools_->rx_chunks.take());
     if (chunk == nullptr) {
       ++counters_.rx_pool_drops;
-      pools_->chunks.wait(*this);
+      pools_->rx_chunks.wait(*this);
       return nullptr;
     }
-    std::uninitialized_default_construct_n(chunk, chunk_entries);
+    // Every entry is inactive (HostPools::rx_chunks) but the first, whose
+    // bytes the free list used.
+    chunk[0] = RxMessage{};
+    ++stream.chunks_held;
   }
   return &chunk[msg_seq % chunk_entries];
 }
 
 void MetaroceConnection::give_rx_chunks(RxStream& stream) noexcept {
+  if (stream.chunks_held == 0) return;
+  // Usually the one chunk left is next_complete's.
+  RxMessage*& current = stream.chunks[(stream.next_complete / chunk_entries) & (rx_chunk_count_ - 1)];
+  if (stream.chunks_held == 1 && current != nullptr && stream.active == 0) {
+    pools_->rx_chunks.give(current);
+    current = nullptr;
+    stream.chunks_held = 0;
+    return;
+  }
+  stream.chunks_held = 0;
   for (std::uint32_t i = 0; i < rx_chunk_count_; ++i) {
     if (stream.chunks[i] == nullptr) continue;
-    pools_->chunks.give(stream.chunks[i]);
+    // The pool takes back only chunks of inactive entries: messages still
+    // being received (a connection destroyed mid-transfer) are cleared.
+    if (stream.active != 0) std::fill_n(stream.chunks[i], chunk_entries, RxMessage{});
+    pools_->rx_chunks.give(stream.chunks[i]);
     stream.chunks[i] = nullptr;
   }
 }

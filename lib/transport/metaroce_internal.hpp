@@ -207,6 +207,7 @@ struct MetaroceConnection::RxMessage {
 struct MetaroceConnection::RxStream {
   std::uint32_t next_complete = 0;  // msg_seq of the next message to complete
   std::uint32_t active = 0;         // messages placed in part or whole, not yet completed
+  std::uint32_t chunks_held = 0;    // non-null entries of chunks
   std::unique_ptr<RxMessage*[]> chunks;
   std::deque<ReceiveRequest> posted;
   std::uint32_t posted_base = 0;  // recv_seq of posted.front()

@@ -284,8 +284,9 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
       give_rx_chunks(stream);
     } else if (stream.next_complete % chunk_entries == 0) {
       RxMessage*& done = stream.chunks[((stream.next_complete - 1) / chunk_entries) & (rx_chunk_count_ - 1)];
-      pools_->chunks.give(done);
+      pools_->rx_chunks.give(done);  // every entry completed, so cleared
       done = nullptr;
+      --stream.chunks_held;
     }
   }
 }

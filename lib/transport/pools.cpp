@@ -1,6 +1,7 @@
 #include "transport/pools.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "transport/connection.hpp"
@@ -11,10 +12,11 @@ constexpr std::size_t slab_bytes = 64 * 1024;
 constexpr std::align_val_t block_alignment{64};
 }  // namespace
 
-BlockPool::BlockPool(std::size_t block_bytes, std::size_t max_blocks, std::uint8_t waiter_bit)
+BlockPool::BlockPool(std::size_t block_bytes, std::size_t max_blocks, std::uint8_t waiter_bit, int fill)
     : block_bytes_((std::max<std::size_t>(block_bytes, sizeof(FreeBlock)) + 63) / 64 * 64),
       max_blocks_(max_blocks),
-      waiter_bit_(waiter_bit) {}
+      waiter_bit_(waiter_bit),
+      fill_(fill) {}
 
 BlockPool::~BlockPool() {
   for (void* s : slabs_) ::operator delete(s, block_alignment);
@@ -41,6 +43,7 @@ void* BlockPool::take_slow() noexcept {
       return nullptr;
     }
     auto* bytes = static_cast<std::byte*>(slab);
+    if (fill_ != no_fill) std::memset(slab, fill_, per_slab * block_bytes_);
     for (std::size_t i = per_slab; i-- > 0;) {
       auto* b = reinterpret_cast<FreeBlock*>(bytes + i * block_bytes_);
       b->next = free_;

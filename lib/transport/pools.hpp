@@ -28,8 +28,10 @@ class BlockPool {
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
 
   // `waiter_bit` tells this pool's waiters apart from other pools' in a
-  // connection (Connection::pool_waits_).
-  BlockPool(std::size_t block_bytes, std::size_t max_blocks, std::uint8_t waiter_bit);
+  // connection (Connection::pool_waits_). `fill`: the byte a new slab's
+  // blocks are filled with (no_fill: left as they come).
+  static constexpr int no_fill = -1;
+  BlockPool(std::size_t block_bytes, std::size_t max_blocks, std::uint8_t waiter_bit, int fill = no_fill);
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -89,12 +91,13 @@ class BlockPool {
   std::uint64_t dry_ = 0;
   std::vector<void*> slabs_;
   std::uint8_t waiter_bit_;
+  int fill_;
   std::deque<Connection*> waiters_;
 };
 
 // Limits of a host's pools, in blocks (BlockPool::unlimited: none).
 struct PoolLimits {
-  std::size_t chunks = BlockPool::unlimited;      // packet and message-tracking chunks
+  std::size_t chunks = BlockPool::unlimited;      // packets-in-flight and message-tracking chunks (each)
   std::size_t path_slots = BlockPool::unlimited;  // per-path SACK slot tables
   std::size_t messages = BlockPool::unlimited;    // send work requests being carried out
 };
@@ -110,31 +113,40 @@ class HostPools {
 
   explicit HostPools(const PoolLimits& limits = {})
       : chunks(chunk_bytes, limits.chunks, 1),
-        path_slots(path_slot_bytes, limits.path_slots, 2),
+        rx_chunks(chunk_bytes, limits.chunks, 8, 0x00),
+        path_slots(path_slot_bytes, limits.path_slots, 2, 0xff),
         messages(message_bytes, limits.messages, 4) {}
   HostPools(const HostPools&) = delete;
   HostPools& operator=(const HostPools&) = delete;
   ~HostPools();
 
+  // Packets in flight (send side).
   BlockPool chunks;
+  // Messages being received. A block given back here is all zeros (every
+  // message in it inactive) but for its first 8 bytes, which the free list
+  // uses: taking one needs no clearing of the rest.
+  BlockPool rx_chunks;
+  // A path's SACK slot tables. A block given back holds "no packet" in
+  // every slot but the first (the free list's): likewise.
   BlockPool path_slots;
   BlockPool messages;
 
   // Bytes of blocks in use by connections.
   [[nodiscard]] std::size_t bytes_in_use() const noexcept {
-    return chunks.in_use() * chunks.block_bytes() + path_slots.in_use() * path_slots.block_bytes() +
+    return (chunks.in_use() + rx_chunks.in_use()) * chunk_bytes + path_slots.in_use() * path_slots.block_bytes() +
            messages.in_use() * messages.block_bytes();
   }
   [[nodiscard]] std::size_t blocks_in_use() const noexcept {
-    return chunks.in_use() + path_slots.in_use() + messages.in_use();
+    return chunks.in_use() + rx_chunks.in_use() + path_slots.in_use() + messages.in_use();
   }
 
   [[nodiscard]] std::size_t waiters() const noexcept {
-    return chunks.waiters() + path_slots.waiters() + messages.waiters();
+    return chunks.waiters() + rx_chunks.waiters() + path_slots.waiters() + messages.waiters();
   }
   // Takes `c` off every pool's waiters.
   void forget(Connection& c) noexcept {
     chunks.forget(c);
+    rx_chunks.forget(c);
     path_slots.forget(c);
     messages.forget(c);
   }
