@@ -82,6 +82,11 @@ struct alignas(64) Receiver {
   std::atomic<std::uint64_t> wrong{0};
   std::atomic<std::uint64_t> failed{0};
   std::atomic<bool> stop{false};
+  // Set by the sender when its timed window ends: the receiver then counts
+  // what its connections hold (it owns them) into connection_memory.
+  std::atomic<bool> count_memory{false};
+  std::atomic<std::uint64_t> connection_memory{0};
+  std::atomic<bool> memory_counted{false};
   std::string first_problem;  // written by B, read after it stopped
   // B's turns (written by B, read after it stopped). A line of their own,
   // and the last: the sender's variables next to this object stay off it.
@@ -113,6 +118,10 @@ struct alignas(64) Receiver {
   std::size_t untimed_turn() {
     const std::size_t work = loopback->poll_side_b();
     telemetry->maybe_publish();
+    if (count_memory.load(std::memory_order_relaxed) && !memory_counted.load(std::memory_order_relaxed)) {
+      connection_memory.store(loopback->host_b().host().connection_memory_bytes(), std::memory_order_relaxed);
+      memory_counted.store(true, std::memory_order_release);
+    }
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
     std::size_t handled = 0;
     const std::uint32_t hit = sweep.turn(qps, front, [this](std::uint32_t qp) { return complete(qp); }, handled);
@@ -465,7 +474,14 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       }
     }
     while (oldest.m < posted && !slot_busy[oldest.slot]) oldest.advance(slots, qps, burst);
-    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
+    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) {
+      posting = false;
+      // What the connections hold with the window's traffic in flight, by
+      // the host's own count (Connection::memory_bytes), on both ends.
+      result.connection_memory_sender_bytes = lb.host_a().host().connection_memory_bytes();
+      receiver.count_memory.store(true, std::memory_order_relaxed);
+      if (!threaded) receiver.turn();
+    }
     while (posting && (duration_ns != 0 || posted < o.iterations) && in_flight[next.qp] < o.tx_depth &&
            !slot_busy[next.slot]) {
       const std::uint64_t m = posted;
@@ -530,6 +546,8 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   result.resident_before_bytes = rss_before;
   result.resident_connected_bytes = rss_connected;
   result.resident_after_bytes = apps::resident_bytes();
+  if (receiver.memory_counted.load(std::memory_order_acquire))
+    result.connection_memory_receiver_bytes = receiver.connection_memory.load(std::memory_order_relaxed);
   // Let the last ACKs and retransmissions settle before tearing down.
   for (int i = 0; i < 1000; ++i) {
     lb.poll_side_a();

@@ -60,6 +60,9 @@ struct SizeResult {
   // (apps/common/process_memory.hpp). Both ends are here: 2 x -q connection
   // ends.
   std::uint64_t resident_before_bytes = 0, resident_connected_bytes = 0, resident_after_bytes = 0;
+  // Bytes the connections held when the timed window ended, by the hosts'
+  // own count (Connection::memory_bytes summed), sender's and receiver's end.
+  std::uint64_t connection_memory_sender_bytes = 0, connection_memory_receiver_bytes = 0;
   // --client: the connections of this size set up through the connection
   // manager per second (from the first REQ to the last REP).
   double cm_setup_per_s = 0.0;

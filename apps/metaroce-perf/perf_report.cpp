@@ -173,7 +173,9 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
     if (o.role == PerfRole::loopback && !o.raw)
       j.add("resident_before_bytes", s.resident_before_bytes)
           .add("resident_connected_bytes", s.resident_connected_bytes)
-          .add("resident_after_bytes", s.resident_after_bytes);
+          .add("resident_after_bytes", s.resident_after_bytes)
+          .add("connection_memory_sender_bytes", s.connection_memory_sender_bytes)
+          .add("connection_memory_receiver_bytes", s.connection_memory_receiver_bytes);
     if (o.role == PerfRole::client) j.add("cm_setup_per_s", s.cm_setup_per_s);
     if (o.test == PerfTest::lat)
       j.add("lat_min_us", s.lat_min_us)

@@ -51,7 +51,7 @@ constexpr unsigned cm_connections = 4096;
 
 struct Row {
   unsigned connections = 0;
-  Figure msg_rate_mps, goodput_gbps, bytes_per_connection;
+  Figure msg_rate_mps, goodput_gbps, bytes_per_connection, rss_bytes_per_connection;
   bool skipped = false;
 };
 
@@ -84,7 +84,12 @@ Row measure(unsigned n, const std::string& work) {
     row.msg_rate_mps = json_number(rate, "msg_rate_mpps");
     const Figure before = json_number(rate, "resident_before_bytes");
     const Figure after = json_number(rate, "resident_connected_bytes");
-    if (before && after && *after >= *before) row.bytes_per_connection = (*after - *before) / (2.0 * n);
+    if (before && after && *after >= *before) row.rss_bytes_per_connection = (*after - *before) / (2.0 * n);
+    // The hosts' own count while the traffic is in flight (the end of the
+    // timed window): both ends' connections, over 2 x N connection ends.
+    const Figure sender = json_number(rate, "connection_memory_sender_bytes");
+    const Figure receiver = json_number(rate, "connection_memory_receiver_bytes");
+    if (sender && receiver) row.bytes_per_connection = (*sender + *receiver) / (2.0 * n);
   }
   const std::string bw = metaroce_perf(fmt::format("--loopback -q {} -s 65536 -D 1 --report-gbits", n),
                                        fmt::format("{}/bw-{}.json", work, n));
@@ -167,14 +172,17 @@ int main(int argc, char** argv) {
   const Row& one = rows.front();
   const Row& most = rows.back();
   std::printf("\nsummary (loopback: both ends in one process over net_ring, 2 lcores; -t 128 per connection)\n");
-  std::printf("  connections   64 B msg rate [M msg/s]   64 KiB goodput [Gb/s]   bytes per connection\n");
+  std::printf("  connections   64 B msg rate [M msg/s]   64 KiB goodput [Gb/s]   bytes per connection   "
+              "(RSS at creation)\n");
   for (const Row& r : rows)
-    std::printf("  %-13u %-25s %-23s %s\n", r.connections,
+    std::printf("  %-13u %-25s %-23s %-22s %s\n", r.connections,
                 r.skipped ? "skipped" : json_value(r.msg_rate_mps, 3).c_str(),
                 r.skipped ? "skipped" : json_value(r.goodput_gbps, 2).c_str(),
-                r.skipped ? "skipped" : json_value(r.bytes_per_connection, 0).c_str());
-  std::printf("  bytes per connection: resident memory the connections took when created (64 B run), over 2 x N "
-              "connection ends (one host's cost per connection)\n");
+                r.skipped ? "skipped" : json_value(r.bytes_per_connection, 0).c_str(),
+                r.skipped ? "skipped" : json_value(r.rss_bytes_per_connection, 0).c_str());
+  std::printf("  bytes per connection: what the connections hold by the hosts' own count (Connection::memory_bytes) "
+              "at the end of the 64 B run's timed window, traffic in flight, over 2 x N connection ends; RSS at "
+              "creation: resident memory the connections took when created, over 2 x N\n");
   std::printf("  at %u connections: message rate %s of 1 connection's (target >= 80%%), goodput %s (target >= "
               "90%%), %s bytes per connection (target <= 65536)\n",
               most.connections, share(most.msg_rate_mps, one.msg_rate_mps).c_str(),
@@ -187,9 +195,10 @@ int main(int argc, char** argv) {
   std::string json = "{\"bench\":\"scale\",\"rows\":[";
   for (std::size_t i = 0; i < rows.size(); ++i)
     json += fmt::format("{}{{\"connections\":{},\"msg_rate_64b_mps\":{},\"goodput_64k_gbps\":{},"
-                        "\"bytes_per_connection\":{}}}",
+                        "\"bytes_per_connection\":{},\"rss_bytes_per_connection\":{}}}",
                         i == 0 ? "" : ",", rows[i].connections, json_value(rows[i].msg_rate_mps, 4),
-                        json_value(rows[i].goodput_gbps, 3), json_value(rows[i].bytes_per_connection, 0));
+                        json_value(rows[i].goodput_gbps, 3), json_value(rows[i].bytes_per_connection, 0),
+                        json_value(rows[i].rss_bytes_per_connection, 0));
   json += fmt::format("],\"cm_setup_per_s\":{}}}", json_value(setup, 0));
   std::printf("%s\n", json.c_str());
   return one.msg_rate_mps && setup ? 0 : 1;
