@@ -41,8 +41,10 @@ po::options_description describe() {
                                                  "flight in all)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
-      ("qps,q", po::value<std::uint32_t>(), "connections (QP pairs), 1..16384 (default 1); messages go "
-                                            "round-robin over them and -n counts them all. --client opens them "
+      ("qps,q", po::value<std::uint32_t>(), "connections (QP pairs), 1..16384 (default 1); -n counts "
+                                            "the messages of them all. --loopback posts as perftest does, a "
+                                            "burst of up to -t to each connection in turn; --client one "
+                                            "message to each in turn. --client opens them "
                                             "to the server for each size (a REQ/REP/RTU each, all at once) and "
                                             "closes each with its summary")
       ("max-connections", po::value<std::uint32_t>(), "--server: connections open at once, 1..16384 (default 256); "
