@@ -169,8 +169,8 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
     // A path's unresolved span (una..next_seq) must stay within the SACK
     // bitmap's reach, not only its count in flight.
     if (path.in_flight >= window || path.next_seq - path.una >= wire::sack_bits) continue;
-    if (path.seq_slot == nullptr && !take_path_slots(tx_paths_[p])) return -1;  // the pool is dry: wait
     if (!for_retransmit) {
+      if (path.seq_slot == nullptr && !take_path_slots(tx_paths_[p])) return -1;  // the pool is dry: wait
       rr_next_path_ = p + 1 == n ? 0 : p + 1;
       return static_cast<std::int32_t>(p);
     }
@@ -178,6 +178,11 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
     if (best < 0 || path.in_flight < tx_paths_[static_cast<std::uint32_t>(best)].in_flight)
       best = static_cast<std::int32_t>(p);
   }
+  // Only the path chosen takes a table: one taken for a path that gets no
+  // packet would never go back (resolve gives it back).
+  if (best >= 0 && tx_paths_[static_cast<std::uint32_t>(best)].seq_slot == nullptr &&
+      !take_path_slots(tx_paths_[static_cast<std::uint32_t>(best)]))
+    return -1;  // the pool is dry: wait
   return best;
 }
 
@@ -359,7 +364,14 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     const std::int32_t path = pick_path(false);
     if (path < 0) break;
     std::uint64_t rel;
-    if (!next_new_packet(rel)) break;
+    if (!next_new_packet(rel)) {
+      // No packet for the path after all (the queue's end, a stream
+      // window, a dry chunk pool): a table pick_path took for it goes back,
+      // or an idle connection would keep it.
+      TxPath& unused = tx_paths_[static_cast<std::uint16_t>(path)];
+      if (unused.una == unused.next_seq) give_path_slots(unused);
+      break;
+    }
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
   out.seal(start);
