@@ -71,4 +71,25 @@ inline std::string show(const Figure& f, const char* unit, int decimals = 2) {
   return f ? fmt::format("{:.{}f} {}", *f, decimals, unit) : "not measured";
 }
 
+// The start of a benchmark that runs programs: tools/bench passes Google
+// Benchmark's flags (--benchmark_color=false), which are accepted and
+// ignored; anything else is an error (exit 2). Then a scratch directory
+// /tmp/metaroce-bench-NAME.XXXXXX. Returns the directory, or nullopt with
+// `exit_code` set and the reason printed.
+inline std::optional<std::string> start_benchmark(const char* name, int argc, char** argv, int& exit_code) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]).rfind("--benchmark", 0) == 0) continue;
+    std::fprintf(stderr, "metaroce-bench-%s: unknown argument '%s' (it takes none)\n", name, argv[i]);
+    exit_code = 2;
+    return std::nullopt;
+  }
+  std::string dir_template = fmt::format("/tmp/metaroce-bench-{}.XXXXXX", name);
+  if (::mkdtemp(dir_template.data()) == nullptr) {
+    std::fprintf(stderr, "metaroce-bench-%s: cannot create a directory in /tmp\n", name);
+    exit_code = 1;
+    return std::nullopt;
+  }
+  return dir_template;
+}
+
 }  // namespace metaroce::bench

@@ -100,20 +100,11 @@ double memcpy_gbps(std::size_t bytes, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // tools/bench passes Google Benchmark's flags (--benchmark_color=false);
-  // this is not a Google Benchmark, so they are accepted and ignored.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--benchmark", 11) == 0) continue;
-    std::fprintf(stderr, "metaroce-bench-perf: unknown argument '%s' (it takes none)\n", argv[i]);
-    return 2;
-  }
-  char dir_template[] = "/tmp/metaroce-bench-perf.XXXXXX";
-  const char* dir = ::mkdtemp(dir_template);
-  if (dir == nullptr) {
-    std::fprintf(stderr, "metaroce-bench-perf: cannot create a directory in /tmp\n");
-    return 1;
-  }
-  const std::string work = dir;
+  int exit_code = 0;
+  const auto scratch = metaroce::bench::start_benchmark("perf", argc, argv, exit_code);
+  if (!scratch) return exit_code;
+  const std::string work = *scratch;
+  const char* dir = work.c_str();
 
   std::printf("1. metaroce-perf loopback (net_ring pair, 2 lcores), 1 MiB WRITEs, 5 s\n");
   const PerfRun bw = metaroce_perf("--loopback -s 1048576 -D 5 --report-gbits", work + "/bw.json");

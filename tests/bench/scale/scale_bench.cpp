@@ -133,20 +133,11 @@ std::string share(const Figure& part, const Figure& whole) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // tools/bench passes Google Benchmark's flags (--benchmark_color=false);
-  // this is not a Google Benchmark, so they are accepted and ignored.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--benchmark", 11) == 0) continue;
-    std::fprintf(stderr, "metaroce-bench-scale: unknown argument '%s' (it takes none)\n", argv[i]);
-    return 2;
-  }
-  char dir_template[] = "/tmp/metaroce-bench-scale.XXXXXX";
-  const char* dir = ::mkdtemp(dir_template);
-  if (dir == nullptr) {
-    std::fprintf(stderr, "metaroce-bench-scale: cannot create a directory in /tmp\n");
-    return 1;
-  }
-  const std::string work = dir;
+  int exit_code = 0;
+  const auto scratch = metaroce::bench::start_benchmark("scale", argc, argv, exit_code);
+  if (!scratch) return exit_code;
+  const std::string work = *scratch;
+  const char* dir = work.c_str();
 
   std::vector<Row> rows;
   for (const unsigned n : connection_counts) {
