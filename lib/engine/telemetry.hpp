@@ -77,8 +77,10 @@ class TelemetryPublisher {
   // lcore (and a list changed on every turn, while thousands of connections
   // are set up, is not copied whole on every turn).
   static constexpr std::uint64_t publish_cost_factor = 100;
-  // A publication cheaper than this (tens of connections) is never held back.
-  static constexpr std::uint64_t cheap_publish_ns = 10'000;
+  // A publication of at most this many connections is never held back
+  // (its copy costs microseconds; counted, not timed, so that a slow build
+  // such as a sanitizer's publishes as promptly as a fast one).
+  static constexpr std::size_t cheap_publish_connections = 64;
 
   // Registers `host` (and the /metaroce commands, once per process) and
   // publishes a first snapshot from the calling thread, which must own the
@@ -116,7 +118,7 @@ class TelemetryPublisher {
   void maybe_publish() {
     if ((++calls_ & 63u) != 0) return;
     const std::uint64_t since = host_.now_ns() - last_publish_ns_;
-    if ((last_publish_cost_ns_ < cheap_publish_ns || since >= publish_cost_factor * last_publish_cost_ns_) &&
+    if ((connections_.size() <= cheap_publish_connections || since >= publish_cost_factor * last_publish_cost_ns_) &&
         (publish_due_ || since >= publish_period_ns_))
       publish();
   }
