@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 
 #include "cc/registry.hpp"
-#include "common/completion_sweep.hpp"
 #include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
 #include "engine/telemetry.hpp"
@@ -74,10 +73,7 @@ struct alignas(64) Receiver {
   // Per (connection, stream), index qp * streams + stream: the next message
   // it completes (MessageOrder::next_of_same).
   std::vector<std::uint64_t> expected_next;
-  std::vector<transport::Completion> completions;
-  // Which connections a turn polls, and where completions were found last.
-  apps::CompletionSweep sweep;
-  std::uint32_t front = 0;
+  std::vector<transport::Completion> completions;  // (the host's scratch)
   std::atomic<std::uint64_t> received{0};
   std::atomic<std::uint64_t> wrong{0};
   std::atomic<std::uint64_t> failed{0};
@@ -123,16 +119,16 @@ struct alignas(64) Receiver {
       memory_counted.store(true, std::memory_order_release);
     }
     if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
-    std::size_t handled = 0;
-    const std::uint32_t hit = sweep.turn(qps, front, [this](std::uint32_t qp) { return complete(qp); }, handled);
-    if (hit != apps::CompletionSweep::none) front = hit;
+    // Only the connections with completions (their user tag: the index).
+    const std::size_t handled = loopback->host_b().host().poll_completions(
+        completions, [this](transport::Connection& c, const std::vector<transport::Completion>& got) {
+          complete(c.user_tag(), got);
+        });
     return work + handled;
   }
 
-  std::size_t complete(std::size_t qp) {
-    completions.clear();
-    loopback->connection_b(qp).poll_completions(completions);
-    for (const auto& c : completions) {
+  void complete(std::size_t qp, const std::vector<transport::Completion>& got) {
+    for (const auto& c : got) {
       if (c.status != transport::CompletionStatus::success) {
         failed.fetch_add(1, std::memory_order_relaxed);
         problem(fmt::format("receive completion {}", transport::to_string(c.status)));
@@ -159,7 +155,6 @@ struct alignas(64) Receiver {
       if (!post_receive(c.wr_id, qp, c.stream)) problem("re-posting a receive was refused");
       received.fetch_add(1, std::memory_order_release);
     }
-    return completions.size();
   }
 };
 
@@ -285,6 +280,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   for (std::size_t i = 0; i < lb.qps(); ++i) {
     senders.push_back(&lb.connection_a(i));
     receivers.push_back(&lb.connection_b(i));
+    // The hosts hand back connections with completions; this is their index.
+    lb.connection_a(i).set_user_tag(i);
+    lb.connection_b(i).set_user_tag(i);
   }
   auto telemetry_a = std::make_unique<engine::TelemetryPublisher>(lb.host_a(), senders);
   auto telemetry_b = std::make_unique<engine::TelemetryPublisher>(lb.host_b(), receivers);
@@ -406,21 +404,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   next.buffers = buffers;
   next.streams = o.streams;
   next.burst = burst;
-  // The oldest message not completed yet (each message in flight holds its
-  // slot, so it is the first busy slot from here), and its connection: where
-  // the next completions are, polled first each turn.
-  struct {
-    std::uint64_t m = 0;
-    std::uint32_t slot = 0, qp = 0, in_burst = 0;
-    void advance(std::uint32_t slots, std::uint32_t qps, std::uint32_t burst) noexcept {
-      ++m;
-      if (++slot == slots) slot = 0;
-      if (++in_burst < burst) return;
-      in_burst = 0;
-      if (++qp == qps) qp = 0;
-    }
-  } oldest;
-  apps::CompletionSweep sweep;
+  std::vector<transport::Completion> polled;  // one connection's, then appended to completions
   const bool slots_power_of_two = (slots & (slots - 1)) == 0;
   const auto slot_of = [&](std::uint64_t m) {
     return static_cast<std::uint32_t>(slots_power_of_two ? m & (slots - 1) : m % slots);
@@ -442,17 +426,13 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     telemetry_a->maybe_publish();
     if (!threaded) work += receiver.turn();
     const std::uint64_t now = lb.host_a().now_ns();
+    // Only the connections with completions, oldest first.
     completions.clear();
-    std::size_t taken = 0;
-    sweep.turn(
-        qps, oldest.qp,
-        [&](std::uint32_t k) {
-          const std::size_t n = senders[k]->poll_completions(completions);
-          in_flight[k] -= static_cast<std::uint32_t>(n);
-          return n;
-        },
-        taken);
-    work += taken;
+    work += lb.host_a().host().poll_completions(
+        polled, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
+          in_flight[c.user_tag()] -= static_cast<std::uint32_t>(got.size());
+          completions.insert(completions.end(), got.begin(), got.end());
+        });
     for (const auto& c : completions) {
       const std::uint64_t m = c.wr_id;
       const std::uint32_t slot = slot_of(m);
@@ -473,7 +453,6 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         keep_engine_turning();
       }
     }
-    while (oldest.m < posted && !slot_busy[oldest.slot]) oldest.advance(slots, qps, burst);
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) {
       posting = false;
       // What the connections hold with the window's traffic in flight, by

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "cm/manager.hpp"
-#include "common/completion_sweep.hpp"
 #include "common/remote_endpoint.hpp"
 #include "engine/engine_host.hpp"
 #include "metaroce-perf/message_pattern.hpp"
@@ -184,7 +183,6 @@ struct Session {
   std::uint16_t streams = 1;
   std::uint64_t started_ns = 0;
   std::string problem;
-  std::size_t index = 0;  // its place in the server's list of sessions to poll
 
   void wrong(std::uint64_t m) {
     ++summary.wrong;
@@ -200,11 +198,16 @@ struct Session {
     return connection->post_receive(r) == transport::PostResult::ok;
   }
   // Completions of write-imm and send, checked as they come.
+  // Polls this connection's completions and checks them.
   std::size_t poll() {
     if (offer.op == PerfOp::write) return 0;
     completions.clear();
     connection->poll_completions(completions);
-    for (const auto& c : completions) {
+    return check(completions);
+  }
+  // Checks receive completions (polled here or by the host).
+  std::size_t check(const std::vector<transport::Completion>& got) {
+    for (const auto& c : got) {
       if (c.status != transport::CompletionStatus::success) {
         if (problem.empty()) problem = fmt::format("receive completion {}", transport::to_string(c.status));
         continue;
@@ -223,7 +226,7 @@ struct Session {
       ++summary.received;
       if (!post_receive(c.wr_id, c.stream) && problem.empty()) problem = "re-posting a receive was refused";
     }
-    return completions.size();
+    return got.size();
   }
   // Plain WRITEs complete nothing here: at the end, each slot must hold the
   // last message the client wrote into it.
@@ -251,16 +254,8 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
-  std::vector<Session*> polled;  // the same sessions, for the completion sweep
-  apps::CompletionSweep sweep;
-  std::uint32_t front = 0;
-  const auto drop = [&](decltype(sessions)::iterator it) {
-    Session* last = polled.back();
-    last->index = it->second->index;
-    polled[last->index] = last;
-    polled.pop_back();
-    sessions.erase(it);
-  };
+  std::vector<transport::Completion> scratch;  // the host's, for each connection with completions
+  const auto drop = [&](decltype(sessions)::iterator it) { sessions.erase(it); };
   engine::EngineHost& host = *e.host;
   e.cm->listen([&](const transport::ConnectionConfig& config, const cm::Message& request,
                    std::vector<std::uint8_t>& reply) {
@@ -318,8 +313,6 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                    c.local_qpn, c.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
                    static_cast<unsigned long long>(offer.size), c.paths, c.streams,
                    request.cc.empty() ? "none" : request.cc.c_str());
-    s->index = polled.size();
-    polled.push_back(s.get());
     sessions[c.local_qpn] = std::move(s);
     return cm::RejectReason::none;
   });
@@ -341,11 +334,12 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   };
   while (!interrupted.load()) {
     std::size_t work = e.turn();
-    std::size_t taken = 0;
-    const std::uint32_t hit = sweep.turn(
-        static_cast<std::uint32_t>(polled.size()), front, [&](std::uint32_t k) { return polled[k]->poll(); }, taken);
-    if (hit != apps::CompletionSweep::none) front = hit;
-    work += taken;
+    // Only the connections with completions.
+    work += host.host().poll_completions(
+        scratch, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
+          const auto it = sessions.find(c.config().local_qpn);
+          if (it != sessions.end() && it->second->offer.op != PerfOp::write) it->second->check(got);
+        });
     for (const auto& ev : e.events) {
       const auto qpn = static_cast<std::uint32_t>(ev.id);
       const auto it = sessions.find(qpn);
@@ -609,8 +603,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   std::vector<std::uint64_t> latencies_ns;
   std::vector<transport::Completion> completions;
   std::uint64_t posted = 0, completed = 0, failed = 0;
-  std::uint64_t oldest = 0;  // the oldest message not completed yet: its connection is polled first
-  apps::CompletionSweep sweep;
+  std::vector<transport::Completion> polled;  // one connection's, then appended to completions
   const std::uint64_t t0 = host.now_ns();
   const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
   std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
@@ -638,12 +631,12 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     std::size_t work = e.turn();
     e.events.clear();
     const std::uint64_t now = host.now_ns();
+    // Only the connections with completions.
     completions.clear();
-    std::size_t taken = 0;
-    sweep.turn(
-        qps, static_cast<std::uint32_t>(oldest % qps),
-        [&](std::uint32_t k) { return conns[k].connection->poll_completions(completions); }, taken);
-    work += taken;
+    work += host.host().poll_completions(
+        polled, [&](transport::Connection&, const std::vector<transport::Completion>& got) {
+          completions.insert(completions.end(), got.begin(), got.end());
+        });
     for (const auto& c : completions) {
       const std::size_t slot = slot_of(c.wr_id);
       slot_busy[slot] = false;
@@ -658,7 +651,6 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       ++completed;
       ++conns[c.wr_id % qps].completed;
     }
-    while (oldest < posted && !slot_busy[slot_of(oldest)]) ++oldest;
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
     // Each connection has its `slots` (at most tx_depth) messages in flight.

@@ -43,6 +43,7 @@ transport::Connection* Host::add_connection(const transport::ConnectionConfig& c
   auto* raw = c.get();
   connections_[config.local_qpn] = std::move(c);
   raw->attach_ready_list(&ready_);
+  raw->attach_completion_list(&with_completions_);
   return raw;
 }
 

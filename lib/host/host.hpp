@@ -124,6 +124,23 @@ class alignas(64) Host {
 
   // Connections with something to do (poll_connections polls them).
   [[nodiscard]] std::size_t ready_count() const noexcept { return ready_.size(); }
+  // Polls the completions of the connections that have some, the one whose
+  // first waiting completion came earliest first, each once:
+  // f(connection, its completions), these in `scratch` (cleared for each).
+  // Visits no connection without completions. Returns how many completions.
+  template <class F>
+  std::size_t poll_completions(std::vector<transport::Completion>& scratch, F&& f) {
+    std::size_t total = 0;
+    for (std::size_t n = with_completions_.size(); n > 0; --n) {
+      transport::Connection* c = with_completions_.pop();
+      scratch.clear();
+      total += c->poll_completions(scratch);
+      f(*c, scratch);
+    }
+    return total;
+  }
+  // Connections with completions waiting.
+  [[nodiscard]] std::size_t completions_waiting() const noexcept { return with_completions_.size(); }
   // Frames the sink could not take, waiting in host memory.
   [[nodiscard]] std::size_t tx_held() const noexcept { return held_ends_.size() - held_head_; }
   // The earliest time something is due: now when a connection is ready,
@@ -161,6 +178,7 @@ class alignas(64) Host {
   transport::MemoryRegistry memory_;
   transport::HostPools pools_;
   transport::ReadyList ready_;
+  transport::ReadyList with_completions_{transport::ReadyList::completions};
   std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
   transport::TxBatch batch_;
   // Frames the sink could not take, copied whole (their payload may be the

@@ -90,6 +90,7 @@ class alignas(64) Connection {
     attach_receive_share(nullptr);
     wheel_.cancel(pacing_timer_);
     if (ready_list_ != nullptr) ready_list_->remove(*this);
+    if (completion_list_ != nullptr) completion_list_->remove(*this);
     pools_->forget(*this);
   }
   Connection(const Connection&) = delete;
@@ -111,6 +112,18 @@ class alignas(64) Connection {
   // burst limit, or a timer or an arrival made work); the owner should call
   // it again without waiting.
   [[nodiscard]] bool wants_poll() const noexcept { return wants_poll_; }
+  // The owner's list of connections with completions waiting: the
+  // connection joins it with its first one and leaves it when they are
+  // polled. Null: none.
+  void attach_completion_list(ReadyList* list) noexcept {
+    if (completion_list_ != nullptr) completion_list_->remove(*this);
+    completion_list_ = list;
+    if (!completions_.empty() && list != nullptr) list->push(*this);
+  }
+  // The application's own number for this connection (an index, say), for
+  // when a list hands it the connection.
+  void set_user_tag(std::uint64_t tag) noexcept { user_tag_ = tag; }
+  [[nodiscard]] std::uint64_t user_tag() const noexcept { return user_tag_; }
   // The owner's ready list: from now on the connection joins it whenever
   // it turns wants_poll() true (and at once if it is true now). Null: none.
   void attach_ready_list(ReadyList* list) noexcept {
@@ -121,6 +134,7 @@ class alignas(64) Connection {
 
   // Moves completions into `out` (appended), oldest first.
   std::size_t poll_completions(std::vector<Completion>& out) {
+    if (completion_list_ != nullptr) completion_list_->remove(*this);
     const std::size_t n = completions_.size();
     out.insert(out.end(), completions_.begin(), completions_.end());
     completions_.clear();
@@ -186,7 +200,12 @@ class alignas(64) Connection {
   // connection joins its owner's ready list.
   void request_poll() noexcept {
     wants_poll_ = true;
-    if (ready_list_ != nullptr && !listed_) ready_list_->push(*this);
+    if (ready_list_ != nullptr && !links_[ReadyList::work].listed) ready_list_->push(*this);
+  }
+  // Every completion goes through here (it may list the connection).
+  void add_completion(const Completion& c) {
+    completions_.push_back(c);
+    if (completion_list_ != nullptr && !links_[ReadyList::completions].listed) completion_list_->push(*this);
   }
   void set_state(ConnectionState s) {
     if (s == state_) return;
@@ -218,9 +237,14 @@ class alignas(64) Connection {
     static_cast<Connection*>(t.owner())->request_poll();
   }
   ReadyList* ready_list_ = nullptr;
-  Connection* ready_next_ = nullptr;
-  Connection* ready_prev_ = nullptr;
-  bool listed_ = false;
+  ReadyList* completion_list_ = nullptr;
+  struct ListLinks {
+    Connection* next = nullptr;
+    Connection* prev = nullptr;
+    bool listed = false;
+  };
+  std::array<ListLinks, 2> links_{};  // in the ready list, in the completion list (ReadyList::Kind)
+  std::uint64_t user_tag_ = 0;
   std::uint8_t pool_waits_ = 0;
   std::size_t share_index_ = 0;  // in receive_share_->listeners_  // BlockPool waiter bits: the pools this connection waits on
   Pacer pacer_;
@@ -229,11 +253,12 @@ class alignas(64) Connection {
 };
 
 inline void ReadyList::push(Connection& c) noexcept {
-  if (c.listed_) return;
-  c.listed_ = true;
-  c.ready_next_ = nullptr;
-  c.ready_prev_ = tail_;
-  if (tail_ != nullptr) tail_->ready_next_ = &c; else head_ = &c;
+  Connection::ListLinks& l = c.links_[kind_];
+  if (l.listed) return;
+  l.listed = true;
+  l.next = nullptr;
+  l.prev = tail_;
+  if (tail_ != nullptr) tail_->links_[kind_].next = &c; else head_ = &c;
   tail_ = &c;
   ++size_;
 }
@@ -241,21 +266,20 @@ inline void ReadyList::push(Connection& c) noexcept {
 inline Connection* ReadyList::pop() noexcept {
   Connection* c = head_;
   if (c == nullptr) return nullptr;
-  head_ = c->ready_next_;
-  if (head_ != nullptr) head_->ready_prev_ = nullptr; else tail_ = nullptr;
-  c->listed_ = false;
-  c->ready_next_ = nullptr;
+  Connection::ListLinks& l = c->links_[kind_];
+  head_ = l.next;
+  if (head_ != nullptr) head_->links_[kind_].prev = nullptr; else tail_ = nullptr;
+  l = Connection::ListLinks{};
   --size_;
   return c;
 }
 
 inline void ReadyList::remove(Connection& c) noexcept {
-  if (!c.listed_) return;
-  if (c.ready_prev_ != nullptr) c.ready_prev_->ready_next_ = c.ready_next_; else head_ = c.ready_next_;
-  if (c.ready_next_ != nullptr) c.ready_next_->ready_prev_ = c.ready_prev_; else tail_ = c.ready_prev_;
-  c.listed_ = false;
-  c.ready_next_ = nullptr;
-  c.ready_prev_ = nullptr;
+  Connection::ListLinks& l = c.links_[kind_];
+  if (!l.listed) return;
+  if (l.prev != nullptr) l.prev->links_[kind_].next = l.next; else head_ = l.next;
+  if (l.next != nullptr) l.next->links_[kind_].prev = l.prev; else tail_ = l.prev;
+  l = Connection::ListLinks{};
   --size_;
 }
 

@@ -224,7 +224,7 @@ void MetaroceConnection::fail(CompletionStatus status, SendMessage* culprit) {
       SendMessage* m = queue.front();
       queue.pop_front();
       const CompletionStatus s = m == culprit ? status : (m->packets_acked == m->packets_total && m->packets_assigned == m->packets_total ? CompletionStatus::success : CompletionStatus::flushed);
-      completions_.push_back(Completion{m->request.wr_id, s,
+      add_completion(Completion{m->request.wr_id, s,
                                         is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
                                         m->request.stream, m->request.length, false, 0});
       ++counters_.send_completions;
@@ -238,14 +238,14 @@ void MetaroceConnection::fail(CompletionStatus status, SendMessage* culprit) {
 void MetaroceConnection::flush_all() {
   for (std::uint16_t s = 0; s < config_.streams; ++s) {
     for (SendMessage* m = stream_sends_[s].front(); m != nullptr; m = m->stream_next) {
-      completions_.push_back(Completion{m->request.wr_id, CompletionStatus::flushed,
+      add_completion(Completion{m->request.wr_id, CompletionStatus::flushed,
                                         is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
                                         s, m->request.length, false, 0});
       ++counters_.send_completions;
     }
     stream_sends_[s].clear();
     for (const ReceiveRequest& r : rx_streams_[s].posted) {
-      completions_.push_back(
+      add_completion(
           Completion{r.wr_id, CompletionStatus::flushed, CompletionKind::receive, s, 0, false, 0});
       ++counters_.receive_completions;
     }

@@ -195,7 +195,7 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       if (msg_len > recv.length) {
         ++counters_.receive_too_small;
         send_nak(wire::syndrome::nak_invalid_request, frame.bth.psn);
-        completions_.push_back(Completion{recv.wr_id, CompletionStatus::local_length_error,
+        add_completion(Completion{recv.wr_id, CompletionStatus::local_length_error,
                                           CompletionKind::receive, d.stream_id, 0, false, 0});
         ++counters_.receive_completions;
         stream.posted.erase(stream.posted.begin() + index);
@@ -270,7 +270,7 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
       const ReceiveRequest recv = stream.posted.front();
       stream.posted.pop_front();
       ++stream.posted_base;
-      completions_.push_back(Completion{recv.wr_id, CompletionStatus::success,
+      add_completion(Completion{recv.wr_id, CompletionStatus::success,
                                         msg.is_send ? CompletionKind::receive : CompletionKind::receive_write_imm,
                                         stream_id, msg.length, msg.has_imm, msg.imm});
       ++counters_.receive_completions;

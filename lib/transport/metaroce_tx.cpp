@@ -590,7 +590,7 @@ void MetaroceConnection::complete_sends() {
       SendMessage* m = queue.front();
       queue.pop_front();
       m->completed = true;
-      completions_.push_back(Completion{m->request.wr_id, m->status,
+      add_completion(Completion{m->request.wr_id, m->status,
                                         is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
                                         s, m->request.length, false, 0});
       ++counters_.send_completions;

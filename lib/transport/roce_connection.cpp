@@ -75,7 +75,7 @@ void RoceConnection::fail(CompletionStatus status, const SendMessage* culprit) {
   if (state_ == ConnectionState::error || state_ == ConnectionState::closed) return;
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
-    completions_.push_back(Completion{r.wr_id, m.get() == culprit ? status : CompletionStatus::flushed,
+    add_completion(Completion{r.wr_id, m.get() == culprit ? status : CompletionStatus::flushed,
                                       is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
                                       r.length, false, 0});
     ++counters_.send_completions;
@@ -88,7 +88,7 @@ void RoceConnection::fail(CompletionStatus status, const SendMessage* culprit) {
 void RoceConnection::flush_all() {
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
-    completions_.push_back(Completion{r.wr_id, CompletionStatus::flushed,
+    add_completion(Completion{r.wr_id, CompletionStatus::flushed,
                                       is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
                                       r.length, false, 0});
     ++counters_.send_completions;
@@ -97,13 +97,13 @@ void RoceConnection::flush_all() {
   tx_cursor_ = 0;
   // The receive being filled is older than every posted one.
   if (rx_receive_) {
-    completions_.push_back(Completion{rx_receive_->wr_id, CompletionStatus::flushed, CompletionKind::receive,
+    add_completion(Completion{rx_receive_->wr_id, CompletionStatus::flushed, CompletionKind::receive,
                                       rx_receive_->stream, 0, false, 0});
     ++counters_.receive_completions;
     rx_receive_.reset();
   }
   for (const ReceiveRequest& r : posted_receives_) {
-    completions_.push_back(
+    add_completion(
         Completion{r.wr_id, CompletionStatus::flushed, CompletionKind::receive, r.stream, 0, false, 0});
     ++counters_.receive_completions;
   }

@@ -125,7 +125,7 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     const std::uint64_t placed = starts ? 0 : rx_placed_;
     if (placed + len > receive.length) {
       ++counters_.receive_too_small;
-      completions_.push_back(Completion{receive.wr_id, CompletionStatus::local_length_error,
+      add_completion(Completion{receive.wr_id, CompletionStatus::local_length_error,
                                         CompletionKind::receive, receive.stream, 0, false, 0});
       ++counters_.receive_completions;
       if (starts) {
@@ -146,7 +146,7 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     if (len != 0) std::memcpy(rx_receive_->addr + rx_placed_, frame.payload.data(), len);
     rx_placed_ += len;
     if (last) {
-      completions_.push_back(Completion{rx_receive_->wr_id, CompletionStatus::success, CompletionKind::receive,
+      add_completion(Completion{rx_receive_->wr_id, CompletionStatus::success, CompletionKind::receive,
                                         rx_receive_->stream, rx_placed_, roce::carries_imm(op),
                                         roce::carries_imm(op) ? frame.imm : 0});
       ++counters_.receive_completions;
@@ -195,7 +195,7 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
       if (imm) {
         const ReceiveRequest receive = posted_receives_.front();
         posted_receives_.pop_front();
-        completions_.push_back(Completion{receive.wr_id, CompletionStatus::success,
+        add_completion(Completion{receive.wr_id, CompletionStatus::success,
                                           CompletionKind::receive_write_imm, receive.stream, rx_length_, true,
                                           frame.imm});
         ++counters_.receive_completions;

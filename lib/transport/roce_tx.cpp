@@ -265,7 +265,7 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
 void RoceConnection::complete_sends() {
   while (!send_queue_.empty() && send_queue_.front()->end_rel() <= snd_una_) {
     const SendRequest& r = send_queue_.front()->request;
-    completions_.push_back(Completion{r.wr_id, CompletionStatus::success,
+    add_completion(Completion{r.wr_id, CompletionStatus::success,
                                       is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
                                       r.length, false, 0});
     ++counters_.send_completions;
