@@ -3,7 +3,8 @@
 // says so):
 //   - 10,000 idle connections: a turn polls none of them, however many
 //     turns and however much time passes; a post polls exactly its
-//     connection, as many times as its work needs;
+//     connection, as many times as its work needs, and its completion is
+//     found through the host's completion list without visiting the others;
 //   - a sink with few buffers a turn (a short transmit mempool): the host
 //     holds what the sink refused and serves the connections in ready-list
 //     order, so each one's progress is fixed by the number of polls, and
@@ -127,10 +128,24 @@ TEST(HostPolling, IdleConnectionsCostNothingPerTurn) {
   EXPECT_EQ(first_mismatch(7, dst.data(), dst.size()), dst.size());
   now += 1'000;
   deliver(a, now, ack);
-  std::vector<Completion> cq;
-  ASSERT_EQ(conns[active]->poll_completions(cq), 1u);
+  // One connection of 10,000 has a completion: the host's completion list
+  // hands over that one, once, and is empty after.
+  EXPECT_EQ(a.completions_waiting(), 1u);
+  std::vector<Completion> scratch, cq;
+  std::vector<const Connection*> visited;
+  EXPECT_EQ(a.poll_completions(scratch,
+                               [&](Connection& c, const std::vector<Completion>& got) {
+                                 visited.push_back(&c);
+                                 cq.insert(cq.end(), got.begin(), got.end());
+                               }),
+            1u);
+  ASSERT_EQ(visited.size(), 1u);
+  EXPECT_EQ(visited[0], conns[active]);
+  ASSERT_EQ(cq.size(), 1u);
   EXPECT_EQ(cq[0].wr_id, 7u);
   EXPECT_EQ(cq[0].status, CompletionStatus::success);
+  EXPECT_EQ(a.completions_waiting(), 0u);
+  EXPECT_EQ(a.poll_completions(scratch, [&](Connection&, const std::vector<Completion>&) { ADD_FAILURE(); }), 0u);
 
   // Idle again: nothing ready or armed on either host, no block held.
   for (int turn = 0; turn < 1'000; ++turn) {
@@ -245,6 +260,8 @@ TEST(HostPolling, ShortSinkServesConnectionsInTurn) {
         ++all_completed;
       }
     }
+    // Polled directly, every connection has left the host's completion list.
+    ASSERT_EQ(a.completions_waiting(), 0u);
   }
   ASSERT_TRUE(checked_some);
   ASSERT_EQ(all_completed, connections * messages) << "after " << turns << " turns";
