@@ -78,7 +78,8 @@ class Generator {
  private:
   bool connect_all();
   bool on_established(Live& l, cm::Event& ev);
-  std::size_t poll_completions(Live& l, std::uint64_t now);
+  // Checks connection l's completions `got` (the host hands them over).
+  std::size_t complete(Live& l, const std::vector<transport::Completion>& got, std::uint64_t now);
   std::size_t post(Live& l, std::uint64_t now);
   void arrivals(std::uint64_t now);
   void close_all();
@@ -126,6 +127,8 @@ bool Generator::on_established(Live& l, cm::Event& ev) {
     r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
     return false;
   }
+  // The host hands back connections with completions; this is their place in lives_.
+  l.connection->set_user_tag(static_cast<std::uint64_t>(&l - lives_.data()));
   l.connection->connect();
   l.result.qpn = ev.config.local_qpn;
   l.remote_base = target.address;
@@ -203,10 +206,8 @@ bool Generator::connect_all() {
   return true;
 }
 
-std::size_t Generator::poll_completions(Live& l, std::uint64_t now) {
-  completions_.clear();
-  l.connection->poll_completions(completions_);
-  for (const auto& c : completions_) {
+std::size_t Generator::complete(Live& l, const std::vector<transport::Completion>& got, std::uint64_t now) {
+  for (const auto& c : got) {
     const auto buffer = static_cast<std::uint32_t>(c.wr_id);
     const Live::InFlight& f = l.in_flight[buffer];
     l.free_buffers.push_back(buffer);
@@ -224,7 +225,7 @@ std::size_t Generator::poll_completions(Live& l, std::uint64_t now) {
                                        traffic::to_string(f.message.op), transport::to_string(c.status));
     }
   }
-  return completions_.size();
+  return got.size();
 }
 
 void Generator::arrivals(std::uint64_t now) {
@@ -412,7 +413,11 @@ GenResult Generator::run() {
     std::size_t work = e_.turn();
     e_.events.clear();
     const std::uint64_t now = monotonic_ns();
-    for (Live& l : lives_) work += poll_completions(l, now);
+    // Only the connections with completions.
+    work += e_.host->host().poll_completions(
+        completions_, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
+          complete(lives_[c.user_tag()], got, now);
+        });
     if (posting && posting_done(now)) posting = false;
     if (posting) {
       if (o_.open_loop) arrivals(now);

@@ -49,6 +49,8 @@ class Sink {
   cm::RejectReason accept(const transport::ConnectionConfig& config, const cm::Message& request,
                           std::vector<std::uint8_t>& reply);
   std::size_t poll(Session& s, std::uint64_t now);
+  // Checks session s's completions `got` (polled here or by the host).
+  std::size_t check(Session& s, const std::vector<transport::Completion>& got, std::uint64_t now);
   void close(std::uint32_t qpn, Session& s, bool closed_by_generator);
   void print_progress(std::uint64_t now);
 
@@ -146,7 +148,11 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
 std::size_t Sink::poll(Session& s, std::uint64_t now) {
   completions_.clear();
   s.connection->poll_completions(completions_);
-  for (const auto& c : completions_) {
+  return check(s, completions_, now);
+}
+
+std::size_t Sink::check(Session& s, const std::vector<transport::Completion>& got, std::uint64_t now) {
+  for (const auto& c : got) {
     if (c.status != transport::CompletionStatus::success) {
       s.verifier->on_failed_completion();
       if (s.result.problem.empty())
@@ -160,7 +166,7 @@ std::size_t Sink::poll(Session& s, std::uint64_t now) {
     s.last_message_ns = now;
     if (!s.post_receive(c.wr_id) && s.result.problem.empty()) s.result.problem = "re-posting a receive was refused";
   }
-  return completions_.size();
+  return got.size();
 }
 
 void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
@@ -253,7 +259,12 @@ SinkResult Sink::run() {
   while (!stop_requested()) {
     std::size_t work = e_.turn();
     const std::uint64_t now = monotonic_ns();
-    for (auto& [qpn, s] : sessions_) work += poll(*s, now);
+    // Only the connections with completions.
+    work += e_.host->host().poll_completions(
+        completions_, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
+          const auto it = sessions_.find(c.config().local_qpn);
+          if (it != sessions_.end()) check(*it->second, got, now);
+        });
     for (const auto& ev : e_.events) {
       const auto qpn = static_cast<std::uint32_t>(ev.id);
       const auto it = sessions_.find(qpn);
