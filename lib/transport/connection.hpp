@@ -188,6 +188,12 @@ class alignas(64) Connection {
     if (!pacing_timer_.armed()) wheel_.arm(pacing_timer_, pacer_.next());
     return false;
   }
+  // What a std::deque of n elements of `element` bytes holds (libstdc++: a
+  // map of at least 8 pointers and a 512-byte node per 512 bytes of
+  // elements, one even when empty), for memory_bytes().
+  [[nodiscard]] static constexpr std::size_t deque_bytes(std::size_t n, std::size_t element) noexcept {
+    return (n * element / 512 + 1) * 512 + 8 * sizeof(void*);
+  }
   // The checks every post_send and post_receive make, whatever the mode
   // (they count posts_refused_queue_full).
   [[nodiscard]] PostResult check_send(const SendRequest& request) noexcept;

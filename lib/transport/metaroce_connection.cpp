@@ -151,11 +151,6 @@ std::size_t MetaroceConnection::memory_bytes() const noexcept {
   bytes += config_.paths * (sizeof(TxPath) + sizeof(RxPath));
   bytes += streams_finished_.capacity() * sizeof(std::uint16_t) + send_queue_.capacity() * sizeof(void*) +
            completions_.capacity() * sizeof(Completion) + pending_naks_.capacity() * sizeof(PendingNak);
-  // std::deque (libstdc++): a map of 8 pointers and a 512-byte node at the
-  // least, one node per 512 bytes of elements.
-  const auto deque_bytes = [](std::size_t n, std::size_t element) {
-    return (n * element / 512 + 1) * 512 + 8 * sizeof(void*);
-  };
   bytes += deque_bytes(retransmit_queue_.size(), sizeof(std::uint64_t)) +
            deque_bytes(rnr_queue_.size(), sizeof(std::uint64_t));
   for (std::uint16_t s = 0; s < config_.streams; ++s) {

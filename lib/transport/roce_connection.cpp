@@ -134,12 +134,8 @@ PathInfo RoceConnection::path_info(std::uint16_t) const noexcept {
   return info;
 }
 
-// The deques' blocks are estimated (libstdc++: a 512-byte node per 512
-// bytes of elements, and a map of at least 8 pointers).
+// The deques' blocks are estimated (deque_bytes).
 std::size_t RoceConnection::memory_bytes() const noexcept {
-  const auto deque_bytes = [](std::size_t n, std::size_t element) {
-    return (n * element / 512 + 1) * 512 + 8 * sizeof(void*);
-  };
   return sizeof(*this) + congestion_->memory_bytes() + completions_.capacity() * sizeof(Completion) +
          pending_naks_.capacity() * sizeof(PendingNak) +
          deque_bytes(send_queue_.size(), sizeof(void*)) + send_queue_.size() * sizeof(SendMessage) +
