@@ -98,11 +98,6 @@ class alignas(64) Host {
   // with it); false if there is none.
   bool remove_connection(std::uint32_t local_qpn);
   [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
-  // f(Connection&) for every connection, in no particular order.
-  template <class F>
-  void for_each_connection(F&& f) {
-    for (auto& [qpn, c] : connections_) f(*c);
-  }
 
   // Frames addressed to QP 1 (the connection manager's, lib/cm) go to this
   // handler instead of a connection; without one they count as unknown QPN.

@@ -69,7 +69,6 @@ class BlockPool {
   // Blocks allocated from the system (in use or free).
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::uint64_t dry() const noexcept { return dry_; }
-  void set_max_blocks(std::size_t n) noexcept { max_blocks_ = n; }
 
  private:
   struct FreeBlock {
@@ -135,9 +134,6 @@ class HostPools {
   [[nodiscard]] std::size_t bytes_in_use() const noexcept {
     return (chunks.in_use() + rx_chunks.in_use()) * chunk_bytes + path_slots.in_use() * path_slots.block_bytes() +
            messages.in_use() * messages.block_bytes();
-  }
-  [[nodiscard]] std::size_t blocks_in_use() const noexcept {
-    return chunks.in_use() + rx_chunks.in_use() + path_slots.in_use() + messages.in_use();
   }
 
   [[nodiscard]] std::size_t waiters() const noexcept {
