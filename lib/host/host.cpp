@@ -62,6 +62,11 @@ bool Host::remove_connection(std::uint32_t local_qpn) {
 void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const wire::ParseOptions& options) {
   ++counters_.rx_frames;
   counters_.rx_bytes += frame.size();
+  if (neighbours_ && wire::classify(frame) != wire::FrameKind::other) {
+    ++counters_.rx_neighbour;
+    neighbours_->receive(now, frame);
+    return;
+  }
   wire::ParsedFrame parsed;
   const wire::ParseError e = wire::parse_frame(frame, parsed, options);
   if (e != wire::ParseError::ok) {
@@ -95,6 +100,17 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
   // The payload is placed (copied to its destination) inside on_frame: the
   // frame's buffer can be reused right after.
   it->second->on_frame(now, parsed);
+}
+
+Neighbours& Host::enable_neighbours(const NeighbourConfig& config) {
+  neighbours_ = std::make_unique<Neighbours>(config, counters_.neighbour);
+  return *neighbours_;
+}
+
+void Host::send_neighbour_frames(std::uint64_t now, FrameSink& sink) {
+  neighbour_frames_.clear();
+  neighbours_->poll(now, neighbour_frames_);
+  for (const auto& f : neighbour_frames_) send_frame(f, sink);
 }
 
 bool Host::send_frame(std::span<const std::uint8_t> frame, FrameSink& sink) {

@@ -4,8 +4,10 @@
 // simulator (sim_endpoint.hpp, in virtual time) run this same code, so what
 // the simulator measures is what the engine runs.
 //
-// Receive: receive(now, frame bytes) parses the frame (a bad one is counted
-// under its ParseError name), hands QP 1 to the management handler (the
+// Receive: receive(now, frame bytes) hands ARP and ICMPv6 frames to the
+// neighbour cache when one is enabled (neighbours.hpp: it answers for the
+// port's addresses and resolves next hops), parses the rest (a bad one is
+// counted under its ParseError name), hands QP 1 to the management handler (the
 // connection manager), checks that the QPN is this host's (steering) and
 // the frame's VLAN is its connection's, and gives it to the connection.
 //
@@ -18,11 +20,13 @@
 // while any are held no connection is polled, and the ones not polled keep
 // their place at the front of the ready list (no connection starves).
 // Nothing is dropped but a frame larger than any buffer (tx_frame_too_large).
+// The neighbour cache's answers and requests go first, as held frames do.
 //
 // Threading: every member runs on the owning thread, except counters(),
 // which others may read as a racy snapshot.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "host/host_counters.hpp"
+#include "host/neighbours.hpp"
 #include "timer/wheel.hpp"
 #include "transport/connection.hpp"
 #include "transport/pools.hpp"
@@ -104,6 +109,15 @@ class alignas(64) Host {
   using ManagementHandler = std::function<void(std::uint64_t now_ns, const wire::ParsedFrame&)>;
   void set_management_handler(ManagementHandler handler) { management_ = std::move(handler); }
 
+  // From now on ARP and ICMPv6 frames go to a neighbour cache with this
+  // configuration (counted in counters().neighbour), which answers for the
+  // port's addresses and resolves next hops; its frames leave with the
+  // connections'. Without it they are parsed as RoCE frames (and dropped:
+  // not_ip, not_udp). Returns the cache (replacing any earlier one).
+  Neighbours& enable_neighbours(const NeighbourConfig& config);
+  // nullptr until enable_neighbours.
+  [[nodiscard]] Neighbours* neighbours() noexcept { return neighbours_.get(); }
+
   // One received frame (from its Ethernet header to its ICRC).
   void receive(std::uint64_t now, std::span<const std::uint8_t> frame, const wire::ParseOptions& options = {});
   // Fires the timers due by `now`.
@@ -111,6 +125,7 @@ class alignas(64) Host {
   // Held frames to the sink first; then, if none is left, the ready
   // connections' frames. Call it when the sink can take frames.
   void transmit(std::uint64_t now, FrameSink& sink) {
+    if (neighbours_ && neighbours_->next_deadline() <= now) send_neighbour_frames(now, sink);
     if (release_held(sink)) poll_connections(now, sink);
   }
   // Queues one whole frame (ICRC included) behind any held ones; false only
@@ -141,7 +156,9 @@ class alignas(64) Host {
   // The earliest time something is due: now when a connection is ready,
   // else the next timer's deadline (timer::kNever when none).
   [[nodiscard]] std::uint64_t next_deadline(std::uint64_t now) const noexcept {
-    return ready_.empty() ? wheel_.next_deadline() : now;
+    if (!ready_.empty()) return now;
+    const std::uint64_t timers = wheel_.next_deadline();
+    return neighbours_ ? std::min<std::uint64_t>(timers, std::max(now, neighbours_->next_deadline())) : timers;
   }
 
   [[nodiscard]] transport::MemoryRegistry& memory() noexcept { return memory_; }
@@ -161,6 +178,7 @@ class alignas(64) Host {
 
  private:
   void poll_connections(std::uint64_t now, FrameSink& sink);
+  void send_neighbour_frames(std::uint64_t now, FrameSink& sink);
   // Frame i of batch_ could not be taken: copy it aside.
   void hold(std::size_t i, const FrameSink& sink);
   // Gives held frames to the sink, oldest first; true when none is left.
@@ -183,6 +201,8 @@ class alignas(64) Host {
   std::vector<std::size_t> held_ends_;
   std::size_t held_head_ = 0;  // next held frame to give
   ManagementHandler management_;
+  std::unique_ptr<Neighbours> neighbours_;
+  std::vector<std::vector<std::uint8_t>> neighbour_frames_;
 };
 
 }  // namespace metaroce::host

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "host/neighbour_counters.hpp"
 #include "wire/frame.hpp"
 
 namespace metaroce::host {
@@ -21,6 +22,7 @@ struct HostCounters {
   std::uint64_t rx_delivered = 0;    // handed to a connection
   std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
   std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
+  std::uint64_t rx_neighbour = 0;    // ARP and ICMPv6: handed to the neighbour cache (counted there)
   std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
   std::uint64_t rx_vlan_mismatch = 0;  // dropped: 802.1Q tag (or none) not the connection's VLAN
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
@@ -47,6 +49,9 @@ struct HostCounters {
   // Connections polled, summed over turns: a turn polls only those on the
   // ready list, so idle connections add nothing.
   std::uint64_t connections_polled = 0;
+  // The neighbour cache's (Host::enable_neighbours): ARP and ND answered,
+  // sent, learned and dropped by reason.
+  NeighbourCounters neighbour;
 
   [[nodiscard]] std::uint64_t rx_parse_errors_total() const noexcept {
     std::uint64_t n = 0;
@@ -55,7 +60,7 @@ struct HostCounters {
   }
   [[nodiscard]] std::uint64_t dropped() const noexcept {
     return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_parse_errors_total() + rx_mempool_empty +
-           tx_frame_too_large;
+           tx_frame_too_large + neighbour.rx_errors_total();
   }
 
   HostCounters& operator+=(const HostCounters& o) noexcept {
@@ -65,6 +70,7 @@ struct HostCounters {
     rx_delivered += o.rx_delivered;
     rx_unknown_qpn += o.rx_unknown_qpn;
     rx_management += o.rx_management;
+    rx_neighbour += o.rx_neighbour;
     rx_misdirected += o.rx_misdirected;
     rx_vlan_mismatch += o.rx_vlan_mismatch;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
@@ -83,6 +89,7 @@ struct HostCounters {
     max_poll_gap_ns = std::max(max_poll_gap_ns, o.max_poll_gap_ns);
     connections_refused += o.connections_refused;
     connections_polled += o.connections_polled;
+    neighbour += o.neighbour;
     return *this;
   }
 
@@ -96,6 +103,7 @@ struct HostCounters {
     f("rx_delivered", rx_delivered);
     f("rx_unknown_qpn", rx_unknown_qpn);
     f("rx_management", rx_management);
+    f("rx_neighbour", rx_neighbour);
     f("rx_misdirected", rx_misdirected);
     f("rx_vlan_mismatch", rx_vlan_mismatch);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
@@ -115,6 +123,7 @@ struct HostCounters {
     f("max_poll_gap_ns", max_poll_gap_ns);
     f("connections_refused", connections_refused);
     f("connections_polled", connections_polled);
+    neighbour.visit(f);
   }
 };
 
