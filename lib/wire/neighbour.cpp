@@ -197,6 +197,7 @@ NeighbourParseError parse_nd(const std::uint8_t* p, std::size_t len, NeighbourFr
 }  // namespace
 
 NeighbourParseError parse_neighbour_frame(ByteSpan frame, NeighbourFrame& out) noexcept {
+  out = NeighbourFrame{};
   const std::uint8_t* p = frame.data();
   std::size_t len = frame.size();
   if (len < ethernet_header_size) return NeighbourParseError::truncated;

@@ -461,8 +461,9 @@ TEST(HostNeighbours, TheHostHandsArpAndNdToTheCacheAndSendsItsFrames) {
   // Every counter has a name in visit().
   std::size_t named = 0;
   h.counters().visit([&](const std::string& name, std::uint64_t v) {
-    if (name == "neighbour_rx_error.icmpv6_other") EXPECT_EQ(v, 1u);
-    if (name == "arp_requests_answered") EXPECT_EQ(v, 1u);
+    if (name == "neighbour_rx_error.icmpv6_other" || name == "arp_requests_answered") {
+      EXPECT_EQ(v, 1u) << name;
+    }
     ++named;
   });
   EXPECT_GT(named, 40u);
