@@ -16,7 +16,8 @@ void add_port_options(po::options_description& d) {
                                          "net_memif0,role=client,socket=/tmp/a.sock); what they leave out gets a "
                                          "preset's defaults: -l 0, --no-pci, --no-huge -m 512 --no-shconf "
                                          "(--in-memory -m 512 when hugepages are free)")
-      ("local-ip", po::value<std::string>(), "this end's IPv4 address A.B.C.D")
+      ("local-ip", po::value<std::string>(), "this end's address, IPv4 (A.B.C.D) or IPv6 (fd00::2): the port "
+                                             "answers ARP or neighbour solicitations for it")
       ("mbufs", po::value<std::uint32_t>(), "--port: receive and transmit mbufs each, 1024..1048576 (default "
                                             "16384; a preset has its own mbufs=)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
@@ -50,12 +51,30 @@ bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal
     return false;
   }
   if (out.local_ip.empty()) {
-    message = "give this end's address: --local-ip A.B.C.D";
+    message = "give this end's address: --local-ip ADDR (A.B.C.D, or IPv6)";
     return false;
   }
-  std::uint32_t ip = 0;
-  if (!stack::parse_ipv4(out.local_ip, ip)) {
-    message = fmt::format("--local-ip '{}' is not an IPv4 address: give A.B.C.D", out.local_ip);
+  wire::IpAddress ip;
+  if (!wire::parse_ip(out.local_ip, ip)) {
+    message = fmt::format("--local-ip '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1",
+                          out.local_ip);
+    return false;
+  }
+  return true;
+}
+
+bool check_address_family(const char* option, const std::string& text, const std::string& local_ip,
+                          std::string& message) {
+  wire::IpAddress address;
+  if (!wire::parse_ip(text, address)) {
+    message = fmt::format("{} '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1", option,
+                          text);
+    return false;
+  }
+  wire::IpAddress local;
+  if (wire::parse_ip(local_ip, local) && local.version != address.version) {
+    message = fmt::format("{} {} is IPv{} but --local-ip {} is IPv{}: give both of one family", option, text,
+                          address.version, local_ip, local.version);
     return false;
   }
   return true;

@@ -12,6 +12,7 @@
 
 #include "common/command_line.hpp"
 #include "stack/endpoint.hpp"
+#include "wire/ip_address.hpp"
 
 namespace metaroce::apps {
 
@@ -21,6 +22,11 @@ void add_port_options(boost::program_options::options_description& d);
 // line that names the fix when no port or no address was given.
 bool read_port_options(const boost::program_options::variables_map& vm, std::vector<std::string> eal_args,
                        stack::EndpointConfig& out, std::string& message);
+
+// `text` (the value of `option`) is an IP address of local_ip's family;
+// false with one line naming the fix otherwise.
+bool check_address_family(const char* option, const std::string& text, const std::string& local_ip,
+                          std::string& message);
 
 // Reads option `key` into `out` when it was given; false with "--KEY V is
 // out of range: give MIN..MAX" when it is outside [min, max].

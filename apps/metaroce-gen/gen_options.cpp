@@ -17,9 +17,13 @@ po::options_description describe() {
   po::options_description d("Options (EAL arguments go after `--`)");
   d.add_options()
       ("help,h", "print this help and exit")
-      ("sink", po::value<std::string>(), "the metaroce-sink's IPv4 address A.B.C.D")
+      ("sink", po::value<std::string>(), "the metaroce-sink's address, IPv4 (A.B.C.D) or IPv6, of the family "
+                                         "of --local-ip")
+      ("gateway", po::value<std::string>(), "the router towards the sink when it is not on this link: its MAC "
+                                            "is asked for instead of the sink's")
       ("peer-mac", po::value<std::string>(), "MAC of the next hop towards the sink (the sink's own when "
-                                             "metaroce-fabric or a switch is in between)");
+                                             "metaroce-fabric or a switch is in between); default: asked for by "
+                                             "ARP (IPv4) or neighbour solicitation (IPv6)");
   add_port_options(d);
   d.add_options()
       ("cm-timeout", po::value<double>(), "seconds to repeat connection requests before giving up (default 3)")
@@ -104,8 +108,8 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   std::vector<std::string> eal_args;
   const ParseOutcome parsed = parse_command_line(
       argc, argv, describe(),
-      "Usage: metaroce-gen --sink A.B.C.D --peer-mac MAC --local-ip A.B.C.D (--preset FILE [--iface NAME] |\n"
-      "                    --port NAME) [OPTIONS] [-- EAL-ARGS]\n"
+      "Usage: metaroce-gen --sink ADDR --local-ip ADDR [--gateway ADDR] [--peer-mac MAC]\n"
+      "                    (--preset FILE [--iface NAME] | --port NAME) [OPTIONS] [-- EAL-ARGS]\n"
       "Traffic for metaroce-sink: N connections of P paths, messages of the given sizes and\n"
       "operations, each filled with a pattern of (connection, message, offset) that the sink\n"
       "checks byte by byte. A progress line each second; at the end the sink's verdict for\n"
@@ -123,25 +127,22 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   o.port.zero_copy_threshold = 65535;
   if (!read_port_options(vm, std::move(eal_args), o.port, message)) return ParseOutcome::error;
   if (!vm.count("sink")) {
-    message = "give the sink's address: --sink A.B.C.D";
+    message = "give the sink's address: --sink ADDR (A.B.C.D, or IPv6)";
     return ParseOutcome::error;
   }
   o.sink_address = vm["sink"].as<std::string>();
-  std::uint32_t ip = 0;
-  if (!stack::parse_ipv4(o.sink_address, ip)) {
-    message = fmt::format("--sink '{}' is not an IPv4 address: give A.B.C.D", o.sink_address);
-    return ParseOutcome::error;
+  if (!check_address_family("--sink", o.sink_address, o.port.local_ip, message)) return ParseOutcome::error;
+  if (vm.count("gateway")) {
+    o.gateway = vm["gateway"].as<std::string>();
+    if (!check_address_family("--gateway", o.gateway, o.port.local_ip, message)) return ParseOutcome::error;
   }
-  if (!vm.count("peer-mac")) {
-    message = "give the next hop's MAC: --peer-mac xx:xx:xx:xx:xx:xx (the sink's, when only a metaroce-fabric is "
-              "in between)";
-    return ParseOutcome::error;
-  }
-  o.peer_mac = vm["peer-mac"].as<std::string>();
-  wire::MacAddress mac{};
-  if (!stack::parse_mac(o.peer_mac, mac)) {
-    message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
-    return ParseOutcome::error;
+  if (vm.count("peer-mac")) {
+    o.peer_mac = vm["peer-mac"].as<std::string>();
+    wire::MacAddress mac{};
+    if (!stack::parse_mac(o.peer_mac, mac)) {
+      message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
+      return ParseOutcome::error;
+    }
   }
   if (!read_in_range<std::uint32_t>(vm, "connections", 1, 4096, o.connections, message) ||
       !read_in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||

@@ -17,8 +17,9 @@ namespace metaroce::apps::gen {
 
 struct GenOptions {
   stack::EndpointConfig port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
-  std::string sink_address;  // --sink A.B.C.D
-  std::string peer_mac;      // --peer-mac: the next hop towards the sink
+  std::string sink_address;  // --sink ADDR (IPv4 or IPv6, the family of --local-ip)
+  std::string gateway;       // --gateway ADDR: the router towards the sink when it is not on this link
+  std::string peer_mac;      // --peer-mac: the next hop's MAC (empty: asked for by ARP or ND)
   std::uint32_t connections = 1;
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;

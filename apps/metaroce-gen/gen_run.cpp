@@ -94,6 +94,7 @@ class Generator {
   const GenOptions& o_;
   std::FILE* progress_;
   stack::Endpoint e_;
+  stack::NextHop next_hop_;  // the sink's address and the MAC its frames go to
   GenResult r_;
   traffic::PlannerLayout layout_;
   std::vector<Live> lives_;
@@ -153,8 +154,7 @@ bool Generator::connect_all() {
   request.connection.streams = o_.streams;
   request.connection.path_window = o_.path_window;
   stack::tolerate_stalls(request.connection);
-  stack::parse_ipv4(o_.sink_address, request.connection.endpoints.peer_ipv4);
-  stack::parse_mac(o_.peer_mac, request.connection.endpoints.peer_mac);
+  stack::set_peer(request.connection.endpoints, next_hop_);
   request.cc = o_.cc;
   lives_.resize(o_.connections);
   for (std::uint32_t i = 0; i < o_.connections; ++i) {
@@ -382,6 +382,8 @@ void Generator::close_all() {
 GenResult Generator::run() {
   if (!stack::open_endpoint(o_.port, e_, r_.error)) return r_;
   catch_stop_signals();
+  if (!stack::resolve_next_hop(e_, o_.sink_address, o_.gateway, o_.peer_mac, next_hop_, r_.error, stop_flag()))
+    return r_;
   if (progress_ != nullptr) {
     std::fprintf(progress_,
                  " metaroce-gen: %u connections x %u paths, %u streams, %s, sizes %s, mix %s, %s loop%s to %s "
@@ -394,7 +396,12 @@ GenResult Generator::run() {
                                    o_.msg_rate > 0 ? fmt::format("{} msg/s", o_.msg_rate) : "")
                            .c_str()
                      : "",
-                 o_.sink_address.c_str(), o_.peer_mac.c_str(), o_.port.local_ip.c_str(), e_.port->name().c_str());
+                 o_.sink_address.c_str(),
+                 fmt::format("{}{}{}", stack::mac_string(next_hop_.mac),
+                             o_.gateway.empty() ? "" : fmt::format(", gateway {}", o_.gateway),
+                             next_hop_.given ? ", given" : "")
+                     .c_str(),
+                 o_.port.local_ip.c_str(), e_.port->name().c_str());
     std::fflush(progress_);
   }
   const std::uint64_t connecting_ns = monotonic_ns();

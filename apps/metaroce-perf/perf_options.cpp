@@ -1,10 +1,14 @@
 #include "metaroce-perf/perf_options.hpp"
 
 
+#include <utility>
+
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
 #include "fabric/spec.hpp"
+#include "stack/address.hpp"
+#include "wire/ip_address.hpp"
 
 namespace po = boost::program_options;
 
@@ -19,16 +23,21 @@ po::options_description describe() {
       ("loopback", "both ends in this process on two lcores over a net_ring pair (the default when no port is given)")
       ("server", "the receiving end on a real port: waits for a client, answers its connection requests, "
                  "verifies what arrives (with --verify on the client), exits after the client's last size")
-      ("client", po::value<std::string>(), "the sending end: connect to the server at IPv4 ADDR over a real port")
+      ("client", po::value<std::string>(), "the sending end: connect to the server at ADDR (IPv4 or IPv6) over a "
+                                           "real port")
       ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
       ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
       ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by EAL "
                                          "arguments after `--` (e.g. --vdev net_af_packet0,iface=veth0); what "
                                          "they leave out gets a preset's defaults: -l 0, --no-pci, --no-huge -m 512 "
                                          "--no-shconf (--in-memory -m 512 when hugepages are free)")
-      ("local-ip", po::value<std::string>(), "this end's IPv4 address (--server, --client)")
+      ("local-ip", po::value<std::string>(), "this end's address, IPv4 (A.B.C.D) or IPv6 (--server, --client): "
+                                             "the port answers ARP or neighbour solicitations for it")
+      ("gateway", po::value<std::string>(), "--client: the router towards the server when the server is not on "
+                                            "this link (its MAC is asked for instead of the server's)")
       ("peer-mac", po::value<std::string>(), "--client: MAC of the next hop towards the server (the server "
-                                             "itself, or the router between)")
+                                             "itself, or the router between); default: asked for by ARP (IPv4) "
+                                             "or neighbour solicitation (IPv6)")
       ("cm-timeout", po::value<double>(), "--client: seconds to repeat connection requests before giving up (default 3)")
       ("cc", po::value<std::string>(), "congestion control: metaroce | dcqcn | fixed (default: none, "
                                        "--path-window bounds each path)")
@@ -212,6 +221,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   if (vm.count("port")) o.port_name = vm["port"].as<std::string>();
   if (vm.count("local-ip")) o.local_ip = vm["local-ip"].as<std::string>();
   if (vm.count("peer-mac")) o.peer_mac = vm["peer-mac"].as<std::string>();
+  if (vm.count("gateway")) o.gateway = vm["gateway"].as<std::string>();
   if (vm.count("cc")) {
     o.cc = vm["cc"].as<std::string>();
     if (o.cc != "none" && o.cc != "metaroce" && o.cc != "dcqcn" && o.cc != "fixed") {
@@ -234,12 +244,37 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       return ParseOutcome::error;
     }
     if (o.local_ip.empty()) {
-      message = fmt::format("{} needs this end's address: give --local-ip A.B.C.D", role);
+      message = fmt::format("{} needs this end's address: give --local-ip ADDR (A.B.C.D, or IPv6)", role);
       return ParseOutcome::error;
     }
-    if (o.role == PerfRole::client && o.peer_mac.empty()) {
-      message = "--client needs the next hop's MAC: give --peer-mac xx:xx:xx:xx:xx:xx (the server's, or the "
-                "router's when one is in between)";
+    wire::IpAddress local, peer;
+    if (!wire::parse_ip(o.local_ip, local)) {
+      message = fmt::format("--local-ip '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as "
+                            "fd00::1", o.local_ip);
+      return ParseOutcome::error;
+    }
+    for (const auto& [option, text] : {std::pair<const char*, const std::string*>{"--client", &o.server_address},
+                                       {"--gateway", &o.gateway}}) {
+      if (text->empty()) continue;
+      if (!wire::parse_ip(*text, peer)) {
+        message = fmt::format("{} '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1",
+                              option, *text);
+        return ParseOutcome::error;
+      }
+      if (peer.version != local.version) {
+        message = fmt::format("{} {} is IPv{} but --local-ip {} is IPv{}: give both of one family", option, *text,
+                              peer.version, o.local_ip, local.version);
+        return ParseOutcome::error;
+      }
+    }
+    wire::MacAddress mac{};
+    if (!o.peer_mac.empty() && !stack::parse_mac(o.peer_mac, mac)) {
+      message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
+      return ParseOutcome::error;
+    }
+    if (o.role == PerfRole::server && (!o.peer_mac.empty() || !o.gateway.empty())) {
+      message = "--peer-mac and --gateway are for --client: the server answers each client at the MAC its "
+                "frames came from";
       return ParseOutcome::error;
     }
     if (o.role == PerfRole::server && vm.count("qps")) {
@@ -258,9 +293,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   if (o.role == PerfRole::loopback && (!o.preset_path.empty() || !o.port_name.empty() || !o.local_ip.empty() ||
-                                      !o.peer_mac.empty() || !o.iface.empty())) {
-    message = "--preset, --port, --iface, --local-ip and --peer-mac are for --server/--client: --loopback makes "
-              "its own net_ring pair";
+                                      !o.peer_mac.empty() || !o.gateway.empty() || !o.iface.empty())) {
+    message = "--preset, --port, --iface, --local-ip, --gateway and --peer-mac are for --server/--client: "
+              "--loopback makes its own net_ring pair";
     return ParseOutcome::error;
   }
   o.raw = vm.count("raw") != 0;

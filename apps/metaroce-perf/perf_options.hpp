@@ -29,12 +29,13 @@ enum class PerfRole : std::uint8_t { loopback, server, client };
 struct PerfOptions {
   bool loopback = true;  // role == loopback
   PerfRole role = PerfRole::loopback;
-  std::string server_address;  // --client ADDR (IPv4)
+  std::string server_address;  // --client ADDR (IPv4 or IPv6, the family of --local-ip)
   std::string preset_path;     // --preset FILE (drivers-config)
   std::string iface;           // --iface NAME: the preset's iface= (net_af_packet, net_tap)
   std::string port_name;       // --port NAME: an EAL device given after `--` (instead of --preset)
-  std::string local_ip;        // --local-ip ADDR: this end's IPv4 address
-  std::string peer_mac;        // --peer-mac MAC: the next hop towards the server (client)
+  std::string local_ip;        // --local-ip ADDR: this end's address, IPv4 or IPv6
+  std::string gateway;         // --gateway ADDR: the router towards the server when it is not on this link
+  std::string peer_mac;        // --peer-mac MAC: the next hop towards the server (empty: asked by ARP or ND)
   std::string cc;              // --cc NAME; empty: no congestion control (path_window bounds each path)
   double cm_timeout_s = 3.0;   // --cm-timeout: connection requests are repeated for this long
   bool server_once = true;     // the server exits after the client's last connection

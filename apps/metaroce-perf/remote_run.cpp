@@ -149,8 +149,6 @@ std::vector<std::pair<std::string, std::uint64_t>> cm_counters(const cm::Counter
 
 using stack::Endpoint;
 using stack::mac_string;
-using stack::parse_ipv4;
-using stack::parse_mac;
 
 stack::EndpointConfig remote_port_options(const PerfOptions& o) {
   stack::EndpointConfig r;
@@ -577,14 +575,11 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   request.connection.path_window = o.path_window;
   request.connection.psn_window = o.psn_window;
   stack::tolerate_stalls(request.connection);
-  if (!parse_ipv4(o.server_address, request.connection.endpoints.peer_ipv4)) {
-    run.error = fmt::format("--client '{}' is not an IPv4 address (give A.B.C.D)", o.server_address);
+  // The next hop's MAC: given, or asked for once (cached for later sizes).
+  stack::NextHop hop;
+  if (!stack::resolve_next_hop(e, o.server_address, o.gateway, o.peer_mac, hop, run.error, interrupted))
     return false;
-  }
-  if (!parse_mac(o.peer_mac, request.connection.endpoints.peer_mac)) {
-    run.error = fmt::format("--peer-mac '{}' is not a MAC address (give xx:xx:xx:xx:xx:xx)", o.peer_mac);
-    return false;
-  }
+  stack::set_peer(request.connection.endpoints, hop);
   request.cc = o.cc;
   std::vector<ClientConnection> conns;
   const double setup_before = run.cm_setup_seconds;

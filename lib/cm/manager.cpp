@@ -4,13 +4,14 @@
 
 #include <fmt/format.h>
 
+#include "wire/ip_address.hpp"
+
 namespace metaroce::cm {
 namespace {
 
 std::string address_of(const transport::Endpoints& e) {
-  return e.ip_version == 4 ? fmt::format("{}.{}.{}.{}", e.peer_ipv4 >> 24, (e.peer_ipv4 >> 16) & 0xff,
-                                         (e.peer_ipv4 >> 8) & 0xff, e.peer_ipv4 & 0xff)
-                           : std::string("the IPv6 peer");
+  return e.ip_version == 4 ? wire::to_string(wire::IpAddress::v4(e.peer_ipv4))
+                           : wire::to_string(wire::IpAddress::v6(e.peer_ipv6));
 }
 
 std::string mac_of(const wire::MacAddress& m) {

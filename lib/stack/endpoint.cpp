@@ -188,10 +188,26 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   if (!e.host) return false;
   cm::ManagerConfig cm_config;
   cm_config.local.local_mac = e.port->mac();
-  if (!parse_ipv4(o.local_ip, cm_config.local.local_ipv4)) {
-    error = fmt::format("--local-ip '{}' is not an IPv4 address (give A.B.C.D)", o.local_ip);
+  if (!wire::parse_ip(o.local_ip, e.local_address)) {
+    error = fmt::format("--local-ip '{}' is not an IP address (give A.B.C.D, or an IPv6 address such as fd00::1)",
+                        o.local_ip);
     return false;
   }
+  cm_config.local.ip_version = e.local_address.version;
+  cm_config.local.local_ipv4 = e.local_address.ipv4;
+  cm_config.local.local_ipv6 = e.local_address.ipv6;
+  // ARP and neighbour discovery on this port: the kernel of a router (or
+  // a peer) learns our MAC from our answers, and resolve_next_hop learns its.
+  host::NeighbourConfig neighbours;
+  neighbours.port_name = e.port->name();
+  neighbours.local_mac = e.port->mac();
+  neighbours.ipv4_present = e.local_address.version == 4;
+  neighbours.local_ipv4 = e.local_address.ipv4;
+  neighbours.ipv6_present = e.local_address.version == 6;
+  neighbours.local_ipv6 = e.local_address.ipv6;
+  neighbours.tries = std::max<std::uint32_t>(o.neighbour_tries, 1);
+  neighbours.retry_interval = static_cast<std::uint64_t>(std::max(0.001, o.neighbour_retry_s) * 1e9);
+  e.host->host().enable_neighbours(neighbours);
   cm_config.retry_interval = 100'000'000;
   cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
   cm_config.max_mtu = 9000;
@@ -201,6 +217,67 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });
   e.telemetry = std::make_unique<engine::TelemetryPublisher>(*e.host, std::vector<transport::Connection*>{});
   return true;
+}
+
+bool resolve_next_hop(Endpoint& e, const std::string& peer, const std::string& gateway, const std::string& peer_mac,
+                      NextHop& out, std::string& error, const std::atomic<bool>& interrupted) {
+  const std::uint8_t family = e.local_address.version;
+  if (!wire::parse_ip(peer, out.peer)) {
+    error = fmt::format("'{}' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1", peer);
+    return false;
+  }
+  if (out.peer.version != family) {
+    error = fmt::format("{} is IPv{} but --local-ip {} is IPv{}: give both of one family", peer, out.peer.version,
+                        wire::to_string(e.local_address), family);
+    return false;
+  }
+  out.via = out.peer;
+  if (!gateway.empty()) {
+    if (!wire::parse_ip(gateway, out.via)) {
+      error = fmt::format("--gateway '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1",
+                          gateway);
+      return false;
+    }
+    if (out.via.version != family) {
+      error = fmt::format("--gateway {} is IPv{} but --local-ip {} is IPv{}: give a gateway of the same family",
+                          gateway, out.via.version, wire::to_string(e.local_address), family);
+      return false;
+    }
+  }
+  host::Neighbours& neighbours = *e.host->host().neighbours();
+  out.given = !peer_mac.empty();
+  if (out.given) {
+    if (!parse_mac(peer_mac, out.mac)) {
+      error = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", peer_mac);
+      return false;
+    }
+    neighbours.set_permanent(out.via, out.mac);
+    return true;
+  }
+  for (;;) {
+    const host::Resolution r = neighbours.resolve(e.host->now_ns(), out.via);
+    if (r.usable()) {
+      out.mac = r.mac;
+      return true;
+    }
+    if (r.state == host::NeighbourState::failed) {
+      error = fmt::format("{}: check the address{} and the link, or give --peer-mac", r.error,
+                          gateway.empty() ? " (a peer on another subnet needs --gateway)" : "");
+      return false;
+    }
+    if (interrupted.load()) {
+      error = fmt::format("interrupted while resolving {}", wire::to_string(out.via));
+      return false;
+    }
+    e.idle(e.turn());
+  }
+}
+
+void set_peer(transport::Endpoints& endpoints, const NextHop& hop) noexcept {
+  endpoints.ip_version = hop.peer.version;
+  endpoints.peer_ipv4 = hop.peer.ipv4;
+  endpoints.peer_ipv6 = hop.peer.ipv6;
+  endpoints.peer_mac = hop.mac;
 }
 
 bool wait_for_events(Endpoint& e, const std::vector<std::uint64_t>& ids, cm::EventKind kind,

@@ -23,6 +23,7 @@
 #include "stack/address.hpp"
 #include "transport/counters.hpp"
 #include "wire/headers.hpp"
+#include "wire/ip_address.hpp"
 
 namespace metaroce::stack {
 
@@ -32,7 +33,7 @@ struct EndpointConfig {
   std::string iface;                 // --iface NAME: replaces the preset's iface=
   std::string port_name;             // --port NAME: a device created by the EAL arguments
   std::vector<std::string> eal_args;  // after `--` (with --port)
-  std::string local_ip;              // this end's IPv4 address
+  std::string local_ip;              // this end's address: IPv4 (A.B.C.D) or IPv6
   std::string host_name = "host";    // the engine host's name (telemetry)
   std::uint32_t mtu = 4096;          // --port: the port and mbufs are sized for this payload per packet
   std::uint32_t mbufs = 16384;       // --port: receive and transmit mbufs each (DPDK zeroes them when freed:
@@ -45,6 +46,11 @@ struct EndpointConfig {
   // Connections the host (and, serving, its connection manager) keeps at
   // once; more are refused.
   std::uint32_t max_connections = 1024;
+  // The port answers ARP (IPv4) or neighbour solicitations (IPv6) for
+  // local_ip, and resolve_next_hop asks for a next hop's MAC this many
+  // times, this far apart, before it gives up.
+  std::uint32_t neighbour_tries = 3;
+  double neighbour_retry_s = 1.0;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
@@ -74,6 +80,7 @@ struct Endpoint {
   std::vector<cm::Event> events;
   std::vector<std::vector<std::uint8_t>> cm_frames;
   std::uint32_t idle_sleep_us = 0;
+  wire::IpAddress local_address{};  // local_ip, parsed
 
   Endpoint() = default;
   Endpoint(const Endpoint&) = delete;
@@ -104,6 +111,29 @@ struct Endpoint {
 // host and the manager (its local address from options.local_ip and the
 // port's MAC). False with a one-line error naming the fix.
 bool open_endpoint(const EndpointConfig& options, Endpoint& endpoint, std::string& error);
+
+// Where a client's frames go: the peer's address and the MAC of the next hop
+// towards it (the peer itself, or the gateway between).
+struct NextHop {
+  wire::IpAddress peer{};
+  wire::IpAddress via{};  // the peer, or the gateway
+  wire::MacAddress mac{};
+  bool given = false;     // the MAC came from the caller (peer_mac), not from ARP or ND
+};
+
+// The next hop towards `peer` (text, IPv4 or IPv6, the family of local_ip):
+// `gateway` when it is not empty (the peer is not on this link), else the
+// peer. Its MAC is `peer_mac` when that is not empty (entered in the
+// neighbour cache as permanent, never asked), else asked for by ARP or
+// neighbour solicitation, turning the endpoint until the answer (cached:
+// a second call for the same next hop costs nothing), the last try or
+// `interrupted`. False with one line naming what to do.
+bool resolve_next_hop(Endpoint& endpoint, const std::string& peer, const std::string& gateway,
+                      const std::string& peer_mac, NextHop& out, std::string& error,
+                      const std::atomic<bool>& interrupted);
+// Puts the peer's address (and IP version) and the next hop's MAC into a
+// connection's endpoints.
+void set_peer(transport::Endpoints& endpoints, const NextHop& hop) noexcept;
 
 // Client, one or several attempts at once: turns until each id has its event
 // `kind` or `failed` (out[i] for ids[i]; an id already answered keeps its
