@@ -9,6 +9,7 @@
 #include "common/json_line.hpp"
 #include "common/pcap_file.hpp"
 #include "wire/frame.hpp"
+#include "wire/neighbour.hpp"
 
 namespace metaroce::apps {
 namespace {
@@ -184,6 +185,43 @@ void add_transport(JsonLine& j, const ParsedFrame& f) {
   }
 }
 
+// An ARP or neighbour discovery frame: what it asks or answers.
+DecodedLine neighbour_to_json(JsonLine& j, std::span<const std::uint8_t> frame) {
+  NeighbourFrame f;
+  const NeighbourParseError err = parse_neighbour_frame(frame, f);
+  if (err != NeighbourParseError::ok) {
+    j.add("error", to_string(err));
+    return {std::move(j).finish(), false};
+  }
+  j.add("eth_src", mac_text(f.eth.src));
+  j.add("eth_dst", mac_text(f.eth.dst));
+  if (f.eth.vlan_present) {
+    j.add("vlan", unsigned{f.eth.vlan_id()});
+    j.add("pcp", unsigned{f.eth.vlan_pcp()});
+  }
+  if (f.is_arp) {
+    j.add("neighbour", f.arp.operation == arp_request ? "arp_request" : "arp_reply");
+    j.add("sender_mac", mac_text(f.arp.sender_mac));
+    j.add("sender_ip", ipv4_text(f.arp.sender_ip));
+    j.add("target_mac", mac_text(f.arp.target_mac));
+    j.add("target_ip", ipv4_text(f.arp.target_ip));
+  } else {
+    const bool solicitation = f.nd.type == icmpv6_neighbour_solicitation;
+    j.add("neighbour", solicitation ? "nd_solicitation" : "nd_advertisement");
+    j.add("ip_version", 6u);
+    j.add("src", ipv6_text(f.ip_src));
+    j.add("dst", ipv6_text(f.ip_dst));
+    j.add("target", ipv6_text(f.nd.target));
+    if (!solicitation) {
+      j.add("router", f.nd.router);
+      j.add("solicited", f.nd.solicited);
+      j.add("override", f.nd.override_entry);
+    }
+    if (f.nd.link_address_present) j.add("link_address", mac_text(f.nd.link_address));
+  }
+  return {std::move(j).finish(), true};
+}
+
 }  // namespace
 
 DecodedLine frame_to_json(std::uint64_t frame_number, std::span<const std::uint8_t> frame,
@@ -195,6 +233,7 @@ DecodedLine frame_to_json(std::uint64_t frame_number, std::span<const std::uint8
     j.add("error", fmt::format("unsupported_linktype_{}", linktype));
     return {std::move(j).finish(), false};
   }
+  if (classify(frame) != FrameKind::other) return neighbour_to_json(j, frame);
   ParsedFrame parsed;
   const ParseError err = parse_frame(frame, parsed, ParseOptions{true, verify_icrc});
   // A bad ICRC is found last, after every field decoded: show them all, so a

@@ -316,7 +316,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     return cm::RejectReason::none;
   });
   if (progress != nullptr) {
-    std::fprintf(progress, " Waiting for clients on %s (MAC %s, IPv4 %s), at most %u connections at once; "
+    std::fprintf(progress, " Waiting for clients on %s (MAC %s, address %s), at most %u connections at once; "
                  "Ctrl-C stops\n", e.port->name().c_str(), mac_string(e.port->mac()).c_str(), o.local_ip.c_str(),
                  o.max_connections);
     std::fflush(progress);

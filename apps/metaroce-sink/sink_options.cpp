@@ -39,7 +39,7 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   std::vector<std::string> eal_args;
   const ParseOutcome parsed = parse_command_line(
       argc, argv, describe(),
-      "Usage: metaroce-sink --local-ip A.B.C.D (--preset FILE [--iface NAME] | --port NAME)\n"
+      "Usage: metaroce-sink --local-ip ADDR (--preset FILE [--iface NAME] | --port NAME)\n"
       "                     [OPTIONS] [-- EAL-ARGS]\n"
       "Accepts metaroce-gen's connections (up to 16384 at once), keeps receives posted and\n"
       "checks every byte of every message against its pattern; per connection: goodput,\n"

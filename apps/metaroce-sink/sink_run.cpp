@@ -248,7 +248,7 @@ SinkResult Sink::run() {
   e_.cm->listen([this](const transport::ConnectionConfig& config, const cm::Message& request,
                        std::vector<std::uint8_t>& reply) { return accept(config, request, reply); });
   if (progress_ != nullptr) {
-    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, IPv4 %s): waiting for metaroce-gen; %s\n",
+    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, address %s): waiting for metaroce-gen; %s\n",
                  e_.port->name().c_str(), stack::mac_string(e_.port->mac()).c_str(), o_.port.local_ip.c_str(),
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
     std::fflush(progress_);

@@ -34,7 +34,7 @@ not_ok() {
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { mr_q "$@"; }
 
-echo "1..27"
+echo "1..29"
 run_case() {  # NAME A_TO_B B_TO_A
   local name="$1"
   if ! mr_start_fabric "$2" "$3" --stats-interval 0; then
@@ -88,5 +88,11 @@ check "gen --open-loop without a rate: exit 2, names --gbps / --msg-rate" \
   "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-gen: --open-loop needs an arrival rate: give --gbps G or --msg-rate M' ]"
 out=$("$MR_SINK" --port p 2>&1)
 check "sink without --local-ip: exit 2, names it" \
-  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-sink: give this end'\"'\"'s address: --local-ip A.B.C.D' ]"
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-sink: give this end'\"'\"'s address: --local-ip ADDR (A.B.C.D, or IPv6)' ]"
+out=$("$MR_GEN" --port p --local-ip fd00::1 --sink 10.0.0.2 2>&1)
+check "gen --sink IPv4 from an IPv6 --local-ip: exit 2, says to give one family" \
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = 'metaroce-gen: --sink 10.0.0.2 is IPv4 but --local-ip fd00::1 is IPv6: give both of one family' ]"
+out=$("$MR_GEN" --port p --local-ip fd00::1 --sink fd00::2 --gateway fd00::zz 2>&1)
+check "gen --gateway that is not an address: exit 2, names the forms" \
+  "[ $? = 2 ] && [ \"\$(echo \"\$out\" | head -1)\" = \"metaroce-gen: --gateway 'fd00::zz' is not an IP address: give A.B.C.D, or an IPv6 address such as fd00::1\" ]"
 exit 0

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <tuple>
 
 #include "cm/manager.hpp"
+#include "wire/ip_address.hpp"
 #include "wire/opcode.hpp"
 
 namespace metaroce::cm {
@@ -494,6 +496,98 @@ TEST(Cm, BadRequestsAreRefusedBeforeAnythingIsSent) {
   EXPECT_NE(error.find("private data"), std::string::npos) << error;
   w.poll(0);
   EXPECT_TRUE(w.to_server.empty());
+}
+
+// The same exchange over IPv6: every frame is IPv6 between the two
+// addresses, both ends' connections carry them, a DREQ/DREP closes it, and
+// a timeout names the IPv6 address.
+wire::Ipv6Address v6(const char* text) {
+  wire::IpAddress a;
+  EXPECT_TRUE(wire::parse_ip(text, a));
+  return a.ipv6;
+}
+
+ManagerConfig side6(wire::MacAddress mac, const char* ip, std::uint64_t seed) {
+  ManagerConfig c = side(mac, 0, seed);
+  c.local.ip_version = 6;
+  c.local.local_ipv6 = v6(ip);
+  return c;
+}
+
+TEST(Cm, EstablishesAndClosesOverIpv6) {
+  Manager client(side6(client_mac, "fd00:77:1::2", 11));
+  Manager server(side6(server_mac, "fd00:77:2::2", 22));
+  std::vector<transport::ConnectionConfig> accepted;
+  server.listen([&](const transport::ConnectionConfig& c, const Message&, std::vector<std::uint8_t>&) {
+    accepted.push_back(c);
+    return RejectReason::none;
+  });
+  ConnectRequest r = request();
+  r.connection.endpoints.peer_ipv4 = 0;
+  r.connection.endpoints.peer_ipv6 = v6("fd00:77:2::2");
+  std::string error;
+  const std::uint64_t id = client.connect(0, r, error);
+  ASSERT_NE(id, 0u) << error;
+  std::vector<Event> client_events, server_events;
+  std::size_t frames = 0;
+  const auto exchange = [&](Time now) {
+    for (int i = 0; i < 10; ++i) {
+      std::vector<std::vector<std::uint8_t>> to_server, to_client;
+      client.poll(now, to_server);
+      server.poll(now, to_client);
+      if (to_server.empty() && to_client.empty()) break;
+      for (const auto& [frames_of, to, from, to_addr] :
+           {std::tuple{&to_server, &server, "fd00:77:1::2", "fd00:77:2::2"},
+            std::tuple{&to_client, &client, "fd00:77:2::2", "fd00:77:1::2"}}) {
+        for (const auto& f : *frames_of) {
+          wire::ParsedFrame p;
+          ASSERT_EQ(wire::parse_frame(f, p), wire::ParseError::ok);
+          ASSERT_EQ(p.ip_version, 6);
+          EXPECT_EQ(p.ipv6().src, v6(from));
+          EXPECT_EQ(p.ipv6().dst, v6(to_addr));
+          to->on_frame(now, p);
+          ++frames;
+        }
+      }
+    }
+    client.take_events(client_events);
+    server.take_events(server_events);
+  };
+  exchange(0);
+  ASSERT_EQ(client_events.size(), 1u);
+  ASSERT_EQ(client_events[0].kind, EventKind::established) << client_events[0].error;
+  ASSERT_EQ(accepted.size(), 1u);
+  const transport::ConnectionConfig& c = client_events[0].config;
+  EXPECT_EQ(c.endpoints.ip_version, 6);
+  EXPECT_EQ(c.endpoints.local_ipv6, v6("fd00:77:1::2"));
+  EXPECT_EQ(c.endpoints.peer_ipv6, v6("fd00:77:2::2"));
+  EXPECT_EQ(accepted[0].endpoints.ip_version, 6);
+  EXPECT_EQ(accepted[0].endpoints.local_ipv6, v6("fd00:77:2::2"));
+  EXPECT_EQ(accepted[0].endpoints.peer_ipv6, v6("fd00:77:1::2"));
+  EXPECT_EQ(accepted[0].endpoints.peer_mac, client_mac);
+  EXPECT_EQ(transport::validate(c), "");
+  EXPECT_EQ(transport::validate(accepted[0]), "");
+  EXPECT_EQ(frames, 3u);  // REQ, REP, RTU
+  ASSERT_TRUE(client.disconnect(1, id, {0xaa}, error)) << error;
+  exchange(1);
+  ASSERT_EQ(client_events.size(), 2u);
+  EXPECT_EQ(client_events[1].kind, EventKind::disconnected);
+  EXPECT_TRUE(client_events[1].error.empty()) << client_events[1].error;
+  EXPECT_EQ(frames, 5u);  // and DREQ, DREP
+  EXPECT_EQ(client.counters().disconnected, 1u);
+  EXPECT_EQ(server.counters().disconnected, 1u);
+
+  // Nobody answers: the error names the IPv6 address.
+  Manager lonely(side6(client_mac, "fd00:77:1::2", 12));
+  ASSERT_NE(lonely.connect(0, r, error), 0u) << error;
+  std::vector<std::vector<std::uint8_t>> lost;
+  for (Time t = 0; t <= 1000 * ms; t += 10 * ms) lonely.poll(t, lost);
+  std::vector<Event> failed;
+  lonely.take_events(failed);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].error,
+            "no answer from fd00:77:2::2 after 5 connection requests over 0.5 s: is the server running there, and "
+            "is 02:00:00:00:00:02 the MAC of the next hop towards it?");
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..21"
+echo "1..24"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -106,4 +106,17 @@ check "a bad value exits 2 with one line and the hint" \
 "$perf" --no-such-flag >"$work/out" 2>&1
 status=$?
 check "an unknown option exits 2" "[ $status -eq 2 ] && grep -q \"Try 'metaroce-perf --help'\" '$work/out'"
+# Addresses of both families, not mixed; --peer-mac is optional and checked when given.
+"$perf" --client fd00::2 --port net_null0 --local-ip 10.99.9.1 >"$work/out" 2>&1
+status=$?
+check "--client IPv6 with --local-ip IPv4 exits 2 and says to give one family" \
+  "[ $status -eq 2 ] && grep -q -- '--client fd00::2 is IPv6 but --local-ip 10.99.9.1 is IPv4: give both of one family' '$work/out'"
+"$perf" --client fd00::2 --gateway fd00::1:1 --port net_null0 --local-ip fd00::1 --peer-mac 02:00:00:00:00 >"$work/out" 2>&1
+status=$?
+check "a bad --peer-mac exits 2 and names the form" \
+  "[ $status -eq 2 ] && grep -q -- \"--peer-mac '02:00:00:00:00' is not a MAC address: give xx:xx:xx:xx:xx:xx\" '$work/out'"
+"$perf" --server --port net_null0 --local-ip fd00::1 --gateway fd00::9 >"$work/out" 2>&1
+status=$?
+check "--gateway on the server exits 2: it answers each client at the MAC its frames came from" \
+  "[ $status -eq 2 ] && grep -q -- '--peer-mac and --gateway are for --client' '$work/out'"
 exit $failed

@@ -21,6 +21,7 @@
 #include "fabric/spec.hpp"
 #include "transport/tx_batch.hpp"
 #include "wire/frame.hpp"
+#include "wire/ip_address.hpp"
 
 namespace metaroce::engine {
 namespace {
@@ -477,6 +478,75 @@ TEST(EngineHosts, AlikeFramesOfABurstEachGetTheirIcrcChecked) {
   EXPECT_EQ(b.rx_frames, 8u);
   EXPECT_EQ(b.rx_unknown_qpn, 6u);
   EXPECT_EQ(b.rx_parse_errors[static_cast<std::size_t>(wire::ParseError::bad_icrc)], 2u);
+}
+
+// Two engine hosts on a net_ring pair, each with a neighbour cache: A asks
+// for B's IPv4 and IPv6 addresses, B's cache answers through its engine,
+// and A learns B's port MAC: one request and one answer each way per
+// family, and nothing else counted.
+TEST(EngineHosts, NeighbourCachesResolveEachOtherOverARingPair) {
+  std::unique_ptr<Port> a, b;
+  std::string error;
+  ASSERT_TRUE(Port::create_ring_pair("nd_a", "nd_b", small_ports(), a, b, error)) << error;
+  ASSERT_TRUE(a->start(error)) << error;
+  ASSERT_TRUE(b->start(error)) << error;
+  const auto host_for = [&](const Port& port, const char* name) {
+    EngineHostConfig c;
+    c.name = name;
+    c.port_id = port.id();
+    c.tx_mbufs = 1024;
+    auto h = EngineHost::create(c, error);
+    EXPECT_TRUE(h) << error;
+    return h;
+  };
+  auto ha = host_for(*a, "nd_a");
+  auto hb = host_for(*b, "nd_b");
+  ASSERT_TRUE(ha && hb);
+  const auto neighbours = [](const Port& port, std::uint32_t ipv4, const char* ipv6) {
+    host::NeighbourConfig c;
+    c.port_name = port.name();
+    c.local_mac = port.mac();
+    c.ipv4_present = true;
+    c.local_ipv4 = ipv4;
+    c.ipv6_present = true;
+    wire::IpAddress v6;
+    EXPECT_TRUE(wire::parse_ip(ipv6, v6));
+    c.local_ipv6 = v6.ipv6;
+    return c;
+  };
+  host::Neighbours& na = ha->host().enable_neighbours(neighbours(*a, 0x0a000001, "fd00::1"));
+  hb->host().enable_neighbours(neighbours(*b, 0x0a000002, "fd00::2"));
+  wire::IpAddress b4 = wire::IpAddress::v4(0x0a000002), b6;
+  ASSERT_TRUE(wire::parse_ip("fd00::2", b6));
+  host::Resolution r4, r6;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r4 = na.resolve(ha->now_ns(), b4);
+    r6 = na.resolve(ha->now_ns(), b6);
+    if (r4.usable() && r6.usable()) break;
+    ha->poll_once();
+    hb->poll_once();
+  }
+  ASSERT_EQ(r4.state, host::NeighbourState::reachable) << r4.error;
+  ASSERT_EQ(r6.state, host::NeighbourState::reachable) << r6.error;
+  EXPECT_EQ(r4.mac, b->mac());
+  EXPECT_EQ(r6.mac, b->mac());
+  const host::NeighbourCounters& ca = ha->counters().neighbour;
+  const host::NeighbourCounters& cb = hb->counters().neighbour;
+  EXPECT_EQ(ca.arp_requests_sent, 1u);
+  EXPECT_EQ(ca.nd_solicitations_sent, 1u);
+  EXPECT_EQ(ca.arp_replies_learned, 1u);
+  EXPECT_EQ(ca.nd_advertisements_learned, 1u);
+  EXPECT_EQ(cb.arp_requests_answered, 1u);
+  EXPECT_EQ(cb.nd_solicitations_answered, 1u);
+  EXPECT_EQ(ha->counters().rx_neighbour, 2u);
+  EXPECT_EQ(hb->counters().rx_neighbour, 2u);
+  EXPECT_EQ(ha->counters().dropped() + hb->counters().dropped(), 0u);
+  EXPECT_EQ(ca.resolutions_failed, 0u);
+  hb.reset();
+  ha.reset();
+  a->stop();
+  b->stop();
 }
 
 }  // namespace

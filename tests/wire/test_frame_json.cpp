@@ -70,6 +70,49 @@ TEST(FrameJson, BadFramesCarryTheReason) {
   EXPECT_EQ(line.json, "{\"frame\":4,\"frame_len\":30,\"error\":\"unsupported_linktype_113\"}");
 }
 
+std::vector<std::uint8_t> from_hex(const std::string& hex) {
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<std::uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// ARP and neighbour discovery (scapy's bytes, as in test_neighbour.cpp) decode
+// as what they ask or answer; a broken one carries its reason.
+TEST(FrameJson, NeighbourFramesDecode) {
+  const auto arp = from_hex("ffffffffffff020000000001080600010800060400010200000000010a4d01020000000000000a4d0101");
+  auto line = metaroce::apps::frame_to_json(1, arp, 1, true);
+  EXPECT_TRUE(line.ok);
+  EXPECT_EQ(line.json,
+            "{\"frame\":1,\"frame_len\":42,\"eth_src\":\"02:00:00:00:00:01\",\"eth_dst\":\"ff:ff:ff:ff:ff:ff\","
+            "\"neighbour\":\"arp_request\",\"sender_mac\":\"02:00:00:00:00:01\",\"sender_ip\":\"10.77.1.2\","
+            "\"target_mac\":\"00:00:00:00:00:00\",\"target_ip\":\"10.77.1.1\"}");
+  auto na = from_hex(
+      "02000000000902000000000186dd6000000000203afffd000077000100000000000000000002fe800000000000000000000000000009"
+      "88001a2360000000fd0000770001000000000000000000020201020000000001");
+  line = metaroce::apps::frame_to_json(2, na, 1, true);
+  EXPECT_TRUE(line.ok);
+  EXPECT_EQ(line.json,
+            "{\"frame\":2,\"frame_len\":86,\"eth_src\":\"02:00:00:00:00:01\",\"eth_dst\":\"02:00:00:00:00:09\","
+            "\"neighbour\":\"nd_advertisement\",\"ip_version\":6,\"src\":\"fd00:77:1::2\",\"dst\":\"fe80::9\","
+            "\"target\":\"fd00:77:1::2\",\"router\":false,\"solicited\":true,\"override\":true,"
+            "\"link_address\":\"02:00:00:00:00:01\"}");
+  na[60] ^= 1;  // in the target: the ICMPv6 checksum no longer holds
+  line = metaroce::apps::frame_to_json(3, na, 1, true);
+  EXPECT_FALSE(line.ok);
+  EXPECT_EQ(line.json, "{\"frame\":3,\"frame_len\":86,\"error\":\"nd_bad_checksum\"}");
+}
+
+// A RoCE frame over IPv6 decodes with its IPv6 fields.
+TEST(FrameJson, Ipv6FrameDecodes) {
+  FrameSpec spec = metaroce::test::sample_spec(opcode::mr_write, 6, false);
+  const auto frame = build(spec, 10);
+  const auto line = metaroce::apps::frame_to_json(1, frame, 1, true);
+  EXPECT_TRUE(line.ok) << line.json;
+  EXPECT_NE(line.json.find("\"ip_version\":6,"), std::string::npos) << line.json;
+  EXPECT_NE(line.json.find("\"icrc_ok\":true"), std::string::npos) << line.json;
+}
+
 TEST(FrameJson, NoIcrcOptionSkipsTheCheck) {
   auto frame = build(metaroce::test::sample_spec(opcode::mr_send, 4, false), 10);
   frame.back() ^= 1;
