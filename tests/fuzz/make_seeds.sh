@@ -11,6 +11,9 @@
 #                               captures of one frame each, as classic pcap and
 #                               as pcapng (the decoder's two readers): short
 #                               inputs keep executions fast
+#   OUTDIR/fuzz-neighbours/     an ARP request for the target's address, a
+#                               neighbour solicitation for it and an
+#                               advertisement, whole (mode byte 0)
 # Debian's /usr/bin/python3 (with python3-scapy), as tools/test uses.
 # usage: tests/fuzz/make_seeds.sh OUTDIR WRITE_SAMPLES_EXE
 set -euo pipefail
@@ -31,7 +34,7 @@ else
   echo "make_seeds: python3-scapy not installed: golden.pcap seeds skipped" >&2
 fi
 
-mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap" "$out/fuzz-cm"
+mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap" "$out/fuzz-cm" "$out/fuzz-neighbours"
 
 /usr/bin/python3 - "$out" "$captures"/*.pcap <<'EOF'
 import os, struct, sys
@@ -132,6 +135,18 @@ open(os.path.join(out, 'fuzz-cm', 'retries'), 'wb').write(record(2, b'') + recor
 for kind in range(1, 7):
     open(os.path.join(out, 'fuzz-cm', 'mad-%d' % kind), 'wb').write(
         record(0 if kind in (1, 3, 5) else 1, mad(kind, private=b'\1\2\3')))
+
+# fuzz-neighbours (fuzz_neighbours.cpp): mode byte 0, then a whole frame
+# (the layouts of doc/WIRE.md, "Neighbours"; ICMPv6 checksums included).
+neighbour_frames = {
+    'arp-request': 'ffffffffffff020000000009080600010800060400010200000000090a0000020000000000000a000001',
+    'nd-solicitation': '3333ff00000102000000000986dd6000000000203afffe800000000000000000000000000009ff0200000000'
+                       '000000000001ff00000187007c0900000000fd0000000000000000000000000000010101020000000009',
+    'nd-advertisement': '02000000000102000000000986dd6000000000203afffe800000000000000000000000000009fd0000000000'
+                        '0000000000000000000188009984e0000000fe8000000000000000000000000000090201020000000009',
+}
+for name, hex_text in neighbour_frames.items():
+    open(os.path.join(out, 'fuzz-neighbours', name), 'wb').write(b'\0' + bytes.fromhex(hex_text))
 
 print('make_seeds: %d frames from %s into %s' % (count, ', '.join(os.path.basename(c) for c in captures), out))
 EOF
