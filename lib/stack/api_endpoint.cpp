@@ -1,0 +1,277 @@
+// The public Endpoint (include/metaroce/endpoint.hpp) on lib/stack's
+// endpoint: a port, its engine host, the connection manager and telemetry.
+#include <arpa/inet.h>
+
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/eal.hpp"
+#include "stack/api_internal.hpp"
+#include "stack/endpoint.hpp"
+
+namespace metaroce {
+
+namespace {
+
+std::string ipv4_string(std::uint32_t host_order) {
+  in_addr a{};
+  a.s_addr = htonl(host_order);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
+struct Endpoint::Impl final : ConnectionOwner {
+  stack::Endpoint endpoint;
+  double connect_timeout_s = 3.0;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Connection>> connections;  // by local QPN
+  std::deque<Connection*> accepted;                                            // not yet taken by accept()
+  AcceptFunction accept_function;
+  std::unordered_map<std::uint64_t, cm::Event> client_events;  // by connect() handle
+  std::vector<transport::Completion> scratch;
+
+  Connection* adopt(transport::Connection& c, std::uint64_t cm_id, bool server, std::vector<std::uint8_t> peer) {
+    auto owned = Connection::Impl::wrap(*this, c, std::move(peer));
+    owned->impl().cm_id = cm_id;
+    owned->impl().server = server;
+    Connection* raw = owned.get();
+    connections[c.config().local_qpn] = std::move(owned);
+    return raw;
+  }
+
+  Connection* find(std::uint64_t local_qpn) {
+    const auto at = connections.find(static_cast<std::uint32_t>(local_qpn));
+    return at == connections.end() ? nullptr : at->second.get();
+  }
+
+  std::size_t turn() {
+    std::size_t work = endpoint.turn();
+    for (cm::Event& ev : endpoint.events) {
+      switch (ev.kind) {
+        case cm::EventKind::established:
+        case cm::EventKind::failed: client_events[ev.id] = std::move(ev); break;
+        case cm::EventKind::disconnected: {
+          Connection* c = find(ev.id);
+          if (c != nullptr && c->impl().server) {
+            c->impl().closed_by_peer = true;  // the client's DREQ
+          } else {
+            client_events[ev.id] = std::move(ev);  // the server's DREP (or its absence)
+          }
+          break;
+        }
+        case cm::EventKind::superseded:
+          if (Connection* c = find(ev.id)) c->impl().closed_by_peer = true;
+          break;
+        case cm::EventKind::ready: break;
+      }
+    }
+    endpoint.events.clear();
+    return work + deliver_completions(endpoint.host->host(), scratch);
+  }
+
+  bool turn_until(const std::function<bool()>& done, double seconds) override {
+    const auto deadline = deadline_after(seconds);
+    while (!done()) {
+      if (Clock::now() >= deadline) return false;
+      endpoint.idle(turn());
+    }
+    return true;
+  }
+
+  void destroy(Connection* c) {
+    const std::uint32_t qpn = c->qpn();
+    const bool server = c->impl().server;
+    std::erase(accepted, c);
+    connections.erase(qpn);  // untags the transport connection first
+    endpoint.remove_connection(qpn);
+    if (server) endpoint.cm->forget(qpn);
+  }
+};
+
+Endpoint::Endpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Endpoint::~Endpoint() {
+  if (impl_) impl_->connections.clear();  // the public connections go before the host's
+}
+
+std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
+  stack::EndpointConfig c;
+  c.program = config.program;
+  c.preset_path = config.preset;
+  c.iface = config.iface;
+  c.port_name = config.port;
+  c.eal_args = config.eal_args;
+  c.local_ip = config.local_ip;
+  c.mtu = config.mtu;
+  c.max_connections = config.max_connections;
+  c.idle_sleep_us = config.idle_sleep_us;
+  c.cm_timeout_s = config.connect_timeout_s;
+  if (c.preset_path.empty() == c.port_name.empty()) {
+    error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
+            "arguments that create it";
+    return nullptr;
+  }
+  std::uint32_t ip = 0;
+  if (!stack::parse_ipv4(c.local_ip, ip)) {
+    error = fmt::format("local address '{}' is not an IPv4 address: give A.B.C.D", c.local_ip);
+    return nullptr;
+  }
+  if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->connect_timeout_s = config.connect_timeout_s;
+  if (!stack::open_endpoint(c, impl->endpoint, error)) return nullptr;
+  return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));  // requests are refused until listen()
+}
+
+MemoryRegion Endpoint::register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error) {
+  MemoryRegion r;
+  if (addr == nullptr || length == 0) {
+    error = "register_memory: give a non-empty buffer";
+    return r;
+  }
+  const std::uint32_t key = impl_->endpoint.host->memory().register_region(addr, length, access);
+  if (key == 0) {
+    error = "register_memory: the registry is full: deregister regions no longer in use";
+    return r;
+  }
+  return MemoryRegion{addr, length, key};
+}
+
+bool Endpoint::deregister_memory(const MemoryRegion& region) {
+  return impl_->endpoint.host->memory().deregister(region.key);
+}
+
+Connection* Endpoint::connect(const std::string& peer_ip, const ConnectOptions& o, std::string& error) {
+  cm::ConnectRequest request;
+  request.connection.mtu = o.mtu;
+  request.connection.paths = o.paths;
+  request.connection.streams = o.streams;
+  stack::tolerate_stalls(request.connection);
+  if (!stack::parse_ipv4(peer_ip, request.connection.endpoints.peer_ipv4)) {
+    error = fmt::format("peer address '{}' is not an IPv4 address: give A.B.C.D", peer_ip);
+    return nullptr;
+  }
+  if (!stack::parse_mac(o.peer_mac, request.connection.endpoints.peer_mac)) {
+    error = fmt::format("peer MAC '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
+    return nullptr;
+  }
+  request.cc = o.congestion == "none" ? "" : o.congestion;
+  request.private_data = o.private_data;
+  stack::Endpoint& e = impl_->endpoint;
+  const std::uint64_t id = e.cm->connect(e.host->now_ns(), request, error);
+  if (id == 0) return nullptr;
+  const double wait_s = impl_->connect_timeout_s + 1.0;  // the manager gives up first, with its reason
+  if (!impl_->turn_until([&] { return impl_->client_events.contains(id); }, wait_s)) {
+    error = fmt::format("no answer from {} in {} s: is a server listening there?", peer_ip, wait_s);
+    return nullptr;
+  }
+  cm::Event ev = std::move(impl_->client_events[id]);
+  impl_->client_events.erase(id);
+  if (ev.kind != cm::EventKind::established) {
+    error = ev.error;
+    return nullptr;
+  }
+  auto congestion = stack::make_congestion_control(ev.cc, ev.config, error);
+  if (!error.empty()) return nullptr;
+  transport::Connection* c = e.add_connection(ev.config, std::move(congestion), error);
+  if (c == nullptr) return nullptr;
+  Connection* out = impl_->adopt(*c, id, false, std::move(ev.peer_private_data));
+  c->connect();
+  return out;
+}
+
+void Endpoint::listen(AcceptFunction accept) {
+  impl_->accept_function = std::move(accept);
+  Impl* impl = impl_.get();
+  impl->endpoint.cm->listen([impl](const transport::ConnectionConfig& config, const cm::Message& request,
+                                   std::vector<std::uint8_t>& reply) {
+    IncomingRequest in;
+    in.peer_ip = ipv4_string(config.endpoints.peer_ipv4);
+    in.peer_qpn = config.peer_qpn;
+    in.paths = config.paths;
+    in.streams = config.streams;
+    in.mtu = config.mtu;
+    in.private_data = request.private_data;
+    if (impl->accept_function && !impl->accept_function(in, reply)) return cm::RejectReason::bad_parameters;
+    std::string error;
+    auto congestion = stack::make_congestion_control(request.cc, config, error);
+    if (!error.empty()) return cm::RejectReason::bad_parameters;
+    transport::ConnectionConfig c = config;
+    stack::tolerate_stalls(c);
+    transport::Connection* t = impl->endpoint.add_connection(c, std::move(congestion), error);
+    if (t == nullptr) return cm::RejectReason::no_resources;
+    Connection* out = impl->adopt(*t, 0, true, std::move(in.private_data));
+    t->connect();
+    impl->accepted.push_back(out);
+    return cm::RejectReason::none;
+  });
+}
+
+Connection* Endpoint::accept(double timeout_s, std::string& error) {
+  if (!impl_->turn_until([&] { return !impl_->accepted.empty(); }, timeout_s)) {
+    error = fmt::format("no connection request in {} s", timeout_s);
+    return nullptr;
+  }
+  Connection* c = impl_->accepted.front();
+  impl_->accepted.pop_front();
+  return c;
+}
+
+bool Endpoint::close(Connection* c, std::string& error) {
+  if (c == nullptr || impl_->find(c->qpn()) != c) {
+    error = "close: not a connection of this endpoint";
+    return false;
+  }
+  bool ok = true;
+  if (!c->impl().server) {
+    stack::Endpoint& e = impl_->endpoint;
+    const std::uint64_t id = c->impl().cm_id;
+    ok = e.cm->disconnect(e.host->now_ns(), id, {}, error);
+    if (ok) {
+      const double wait_s = impl_->connect_timeout_s + 1.0;
+      ok = impl_->turn_until([&] { return impl_->client_events.contains(id); }, wait_s);
+      if (!ok) {
+        error = fmt::format("the server did not answer the disconnect request in {} s", wait_s);
+      } else {
+        error = std::move(impl_->client_events[id].error);
+        impl_->client_events.erase(id);
+        ok = error.empty();
+      }
+    }
+  }
+  if (c->impl().server && c->impl().closed_by_peer) impl_->turn();  // the DREP answering the client's DREQ
+  c->impl().connection->close();
+  deliver_completions(impl_->endpoint.host->host(), impl_->scratch);  // the flushed ones
+  impl_->destroy(c);
+  return ok;
+}
+
+std::size_t Endpoint::poll() { return impl_->turn(); }
+
+bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
+  return impl_->turn_until(done, timeout_s);
+}
+
+std::vector<CounterGroup> Endpoint::counters() const {
+  std::vector<CounterGroup> out(3);
+  out[0].name = "host";
+  impl_->endpoint.host->counters().visit(
+      [&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
+  out[1].name = "cm";
+  const cm::Counters& cm = impl_->endpoint.cm->counters();
+#define METAROCE_PUBLIC_CM(name, what) out[1].counters.push_back({#name, cm.name});
+  METAROCE_CM_COUNTERS(METAROCE_PUBLIC_CM)
+#undef METAROCE_PUBLIC_CM
+  transport::ConnectionCounters sum;
+  for (const auto& [qpn, c] : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
+  out[2] = {"connection", counter_list(sum)};
+  return out;
+}
+
+std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
+std::string Endpoint::port_name() const { return impl_->endpoint.port->name(); }
+std::size_t Endpoint::connections() const noexcept { return impl_->connections.size(); }
+
+}  // namespace metaroce
