@@ -39,11 +39,14 @@ int main(int argc, char** argv) {
       buffer.data(), buffer.size(), metaroce::access_local_write | metaroce::access_remote_write, error);
 
   // Every connection request gets the buffer's address, length and key in
-  // its reply: the client needs nothing else to write into it.
-  endpoint->listen([&](const metaroce::IncomingRequest& request, std::vector<std::uint8_t>& reply) {
+  // its reply: the client needs nothing else to write into it. The
+  // connection exists already, so receives could be posted here, before
+  // the client's first packet.
+  endpoint->listen([&](const metaroce::IncomingRequest& request, metaroce::Connection&,
+                       std::vector<std::uint8_t>& reply) {
     std::printf("write_server: connection request from %s\n", request.peer_ip.c_str());
     reply = metaroce::encode_remote_buffer({reinterpret_cast<std::uintptr_t>(buffer.data()), buffer.size(), region.key});
-    return true;
+    return metaroce::Verdict::accept;
   });
   std::printf("write_server: listening on %s (MAC %s, %s)\n", endpoint->port_name().c_str(),
               endpoint->mac().c_str(), config.local_ip.c_str());

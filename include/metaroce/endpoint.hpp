@@ -43,10 +43,14 @@ struct EndpointConfig {
 
 struct ConnectOptions {
   std::string peer_mac;                // the next hop's MAC, xx:xx:xx:xx:xx:xx
+  std::string mode = "metaroce";       // or "rocev2": go-back-N over one path, the baseline
   std::string congestion = "metaroce"; // a lib/cc algorithm: metaroce, dcqcn, fixed, or none
   std::uint16_t paths = 4;             // UDP source ports the connection sprays over
   std::uint16_t streams = 1;           // ordered streams (completions are in order per stream)
   std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it)
+  std::uint32_t path_window = 0;       // packets in flight per path (0: the transport's default)
+  std::uint32_t psn_window = 0;        // packets in flight per connection (0: the default)
+  std::uint16_t first_src_port = 0;    // the first path's UDP source port (0: the default)
   std::vector<std::uint8_t> private_data;  // at most 64 bytes, for the server's accept function
 };
 
@@ -54,15 +58,35 @@ struct ConnectOptions {
 struct IncomingRequest {
   std::string peer_ip;
   std::uint32_t peer_qpn = 0;
+  std::string mode;        // "metaroce" or "rocev2"
+  std::string congestion;  // what the client asked for ("" for none)
   std::uint16_t paths = 0;
   std::uint16_t streams = 0;
   std::uint32_t mtu = 0;
   std::vector<std::uint8_t> private_data;  // the client's ConnectOptions::private_data
 };
 
-// True accepts (reply_private_data goes back to the client: at most 64
-// bytes), false rejects the request.
-using AcceptFunction = std::function<bool(const IncomingRequest& request, std::vector<std::uint8_t>& reply_private_data)>;
+// What the accept function answers.
+enum class Verdict : std::uint8_t {
+  accept,
+  refuse,             // the application says no
+  refuse_bad_request, // the request does not suit (private data, mode, ...)
+  refuse_no_room,     // no room for another connection now
+};
+
+// Called for each request with its connection already made (accept:
+// register memory, post receives in it now, before the client's first
+// packet can arrive; refuse: it is destroyed). reply_private_data (at most
+// 64 bytes) goes back to the client.
+using AcceptFunction =
+    std::function<Verdict(const IncomingRequest& request, Connection& connection, std::vector<std::uint8_t>& reply_private_data)>;
+
+// How one close went (Endpoint::close_all).
+struct CloseResult {
+  bool answered = false;                // the server answered the disconnect request
+  std::string error;                    // why not, when it did not
+  std::vector<std::uint8_t> reply_data;  // the server's Connection::set_close_reply
+};
 
 class Endpoint {
  public:
@@ -83,10 +107,18 @@ class Endpoint {
   // nullptr with `error` (rejected, no answer within connect_timeout_s, a
   // bad address). The connection lives until close().
   Connection* connect(const std::string& peer_ip, const ConnectOptions& options, std::string& error);
+  // Client: one request per entry of `options`, all in flight at once (as
+  // thousands of connections are set up); the connections in the same
+  // order. All or none: when one fails, `error` names it and those that
+  // were made are closed.
+  std::vector<Connection*> connect_all(const std::string& peer_ip, const std::vector<ConnectOptions>& options,
+                                       std::string& error);
 
   // Server: from now on, requests are answered by `accept` (none: accept
-  // every request with no reply data).
-  void listen(AcceptFunction accept = {});
+  // every request with no reply data). With queue_for_accept, accepted
+  // connections also wait for accept(); a server that takes them in its
+  // accept function says false.
+  void listen(AcceptFunction accept = {}, bool queue_for_accept = true);
   // Server: turns until a connection was accepted, up to timeout_s; nullptr
   // and `error` when none came.
   Connection* accept(double timeout_s, std::string& error);
@@ -96,6 +128,17 @@ class Endpoint {
   // unfinished work completes as flushed first). False and `error` when the
   // server did not answer; the connection is gone all the same.
   bool close(Connection* connection, std::string& error);
+  // Closes several at once, the disconnect requests in flight together,
+  // each carrying its entry of `request_data` (empty, or one per
+  // connection; at most 64 bytes each; the server reads it as
+  // peer_close_data). Every connection is gone afterwards.
+  std::vector<CloseResult> close_all(const std::vector<Connection*>& connections,
+                                     const std::vector<std::vector<std::uint8_t>>& request_data = {});
+
+  // Makes every wait (connect, accept, close, run_until, wait_completion)
+  // return early, as on a timeout, from now on. Safe in a signal handler.
+  void request_stop() noexcept;
+  [[nodiscard]] bool stop_requested() const noexcept;
 
   // One turn: receive, timers, transmit, the connection manager,
   // telemetry; completions go to each connection's queue or handler.
@@ -143,6 +186,18 @@ class Connection {
   // peer closed it: posts are refused, close() it.
   [[nodiscard]] bool failed() const noexcept;
   [[nodiscard]] bool closed_by_peer() const noexcept;
+  // Server: what the client's disconnect request carried (once closed_by_peer).
+  [[nodiscard]] const std::vector<std::uint8_t>& peer_close_data() const noexcept;
+  // Server: what the answer to the client's disconnect request carries (at
+  // most 64 bytes); set it before the request comes, or in the completion
+  // handler that sees the last message.
+  void set_close_reply(std::vector<std::uint8_t> data);
+
+  // What each path has done so far (paths() of them).
+  [[nodiscard]] std::vector<PathStats> paths() const;
+  [[nodiscard]] std::uint16_t streams() const noexcept;
+  [[nodiscard]] std::uint32_t mtu() const noexcept;
+  [[nodiscard]] std::string mode() const;
   // This connection's counters (packets, retransmissions, drops by cause).
   [[nodiscard]] CounterGroup counters() const;
 

@@ -109,4 +109,20 @@ struct Completion {
   std::optional<std::uint32_t> imm;
 };
 
+// One path of a connection: a UDP source port with its own sequence,
+// SACK and RTT estimate.
+struct PathStats {
+  bool failed = false;           // declared failed (too many losses in a row); probes bring it back
+  std::uint16_t src_port = 0;
+  std::uint32_t in_flight = 0;   // packets sent and not yet acknowledged
+  std::uint64_t srtt_ns = 0;
+  std::uint64_t rto_ns = 0;
+  std::uint64_t sent = 0;        // data packets, first transmissions and resends
+  std::uint64_t resent = 0;
+  std::uint64_t declared_lost = 0;
+  std::uint64_t timeouts = 0;
+  std::uint64_t ce_marks = 0;    // ECN congestion marks echoed by the peer
+  std::uint64_t port_changes = 0;  // times the path moved to another source port
+};
+
 }  // namespace metaroce

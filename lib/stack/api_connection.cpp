@@ -166,6 +166,38 @@ std::uint32_t Connection::qpn() const noexcept { return impl_->connection->confi
 std::uint32_t Connection::peer_qpn() const noexcept { return impl_->connection->config().peer_qpn; }
 bool Connection::failed() const noexcept { return impl_->connection->state() == transport::ConnectionState::error; }
 bool Connection::closed_by_peer() const noexcept { return impl_->closed_by_peer; }
+const std::vector<std::uint8_t>& Connection::peer_close_data() const noexcept { return impl_->peer_close_data; }
+
+void Connection::set_close_reply(std::vector<std::uint8_t> data) {
+  impl_->close_reply = std::move(data);
+  if (impl_->closed_by_peer && impl_->on_close_reply) impl_->on_close_reply(impl_->close_reply);
+}
+
+PathStats public_path(const transport::PathInfo& p) noexcept {
+  PathStats out;
+  out.failed = p.state == transport::PathState::failed;
+  out.src_port = p.src_port;
+  out.in_flight = p.in_flight;
+  out.srtt_ns = p.srtt;
+  out.rto_ns = p.rto;
+  out.sent = p.sent;
+  out.resent = p.retransmitted;
+  out.declared_lost = p.declared_lost;
+  out.timeouts = p.timeouts;
+  out.ce_marks = p.ce_marks;
+  out.port_changes = p.entropy_changes;
+  return out;
+}
+
+std::vector<PathStats> Connection::paths() const {
+  std::vector<PathStats> out;
+  const transport::Connection& c = *impl_->connection;
+  for (std::uint16_t p = 0; p < c.config().paths; ++p) out.push_back(public_path(c.path_info(p)));
+  return out;
+}
+std::uint16_t Connection::streams() const noexcept { return impl_->connection->config().streams; }
+std::uint32_t Connection::mtu() const noexcept { return impl_->connection->config().mtu; }
+std::string Connection::mode() const { return std::string(transport::to_string(impl_->connection->config().mode)); }
 
 CounterGroup Connection::counters() const { return {"connection", counter_list(impl_->connection->counters())}; }
 

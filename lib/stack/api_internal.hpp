@@ -27,6 +27,9 @@ class ConnectionOwner {
   virtual bool turn_until(const std::function<bool()>& done, double seconds) = 0;
 };
 
+// A path's state in the public vocabulary.
+[[nodiscard]] PathStats public_path(const transport::PathInfo& p) noexcept;
+
 struct Connection::Impl {
   ConnectionOwner* owner = nullptr;
   transport::Connection* connection = nullptr;
@@ -34,6 +37,10 @@ struct Connection::Impl {
   bool server = false;
   bool closed_by_peer = false;
   std::vector<std::uint8_t> peer_private_data;
+  std::vector<std::uint8_t> peer_close_data;  // server: the client's DREQ
+  std::vector<std::uint8_t> close_reply;      // server: what our DREP carries
+  // Server: hands close_reply to the connection manager (set once the DREQ is in).
+  std::function<void(const std::vector<std::uint8_t>&)> on_close_reply;
   std::deque<Completion> completions;
   std::function<void(const Completion&)> handler;
 
