@@ -103,6 +103,7 @@ timeout 120 "$work/src/ping_pong" client net_memif0 10.91.1.1 10.91.1.2 02:00:00
 client_rc=$?
 wait "$server"
 server_rc=$?
+echo "# ping_pong exit codes: client $client_rc, server $server_rc"
 check "ping_pong: 1000 SEND/RECV round trips, each echo checked, both ends exit 0" \
   '[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] && grep -q "^ping_pong: 1000 of 1000 round trips" "$work/ping_client.out" && grep -q "^ping_pong: echoed 1000 messages$" "$work/ping_server.out"'
 
