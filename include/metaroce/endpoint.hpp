@@ -93,6 +93,7 @@ class Endpoint {
   // Starts EAL (the first time in a process), opens and starts the port,
   // waits for its link. nullptr with a one-line `error` that names the fix.
   static std::unique_ptr<Endpoint> open(const EndpointConfig& config, std::string& error);
+  // Turns once more, so that answers due (a disconnect reply) leave.
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
@@ -135,6 +136,13 @@ class Endpoint {
   std::vector<CloseResult> close_all(const std::vector<Connection*>& connections,
                                      const std::vector<std::vector<std::uint8_t>>& request_data = {});
 
+  // Server: called from poll() when a client closed one of its connections
+  // (its disconnect request came: peer_close_data() has what it carried),
+  // or started over with a new incarnation (superseded). The handler may
+  // set_close_reply (the answer goes at the next turn) and close() it.
+  // Completions delivered in the same turn come before it.
+  void set_peer_close_handler(std::function<void(Connection& connection, bool superseded)> handler);
+
   // Makes every wait (connect, accept, close, run_until, wait_completion)
   // return early, as on a timeout, from now on. Safe in a signal handler.
   void request_stop() noexcept;
@@ -147,8 +155,8 @@ class Endpoint {
   // Turns until `done()` is true or timeout_s passed; false on timeout.
   bool run_until(const std::function<bool()>& done, double timeout_s);
 
-  // "host" (frames, drops by cause), "cm" (the connection manager) and
-  // "connection" (the sum over open connections).
+  // "host" (frames, drops by cause, the port's own drops), "cm" (the
+  // connection manager) and "connection" (the sum over open connections).
   [[nodiscard]] std::vector<CounterGroup> counters() const;
   [[nodiscard]] std::string mac() const;        // the port's, xx:xx:xx:xx:xx:xx
   [[nodiscard]] std::string port_name() const;  // e.g. net_memif0

@@ -35,6 +35,8 @@ struct Endpoint::Impl final : ConnectionOwner {
   std::unordered_map<std::uint64_t, cm::Event> client_events;  // by connect() handle
   std::vector<transport::Completion> scratch;
   std::atomic<bool> stop{false};
+  std::function<void(Connection&, bool)> peer_close_handler;
+  std::vector<cm::Event> events;  // this turn's, handled after its completions
 
   Connection* adopt(transport::Connection& c, std::uint64_t cm_id, bool server, std::vector<std::uint8_t> peer) {
     auto owned = Connection::Impl::wrap(*this, c, std::move(peer));
@@ -52,7 +54,10 @@ struct Endpoint::Impl final : ConnectionOwner {
 
   std::size_t turn() {
     std::size_t work = endpoint.turn();
-    for (cm::Event& ev : endpoint.events) {
+    // Completions first: a close handler sees every message that came before the close.
+    work += deliver_completions(endpoint.host->host(), scratch);
+    events.swap(endpoint.events);  // handlers may turn (close_all): they fill endpoint.events anew
+    for (cm::Event& ev : events) {
       switch (ev.kind) {
         case cm::EventKind::established:
         case cm::EventKind::failed: client_events[ev.id] = std::move(ev); break;
@@ -63,19 +68,23 @@ struct Endpoint::Impl final : ConnectionOwner {
             i.closed_by_peer = true;
             i.peer_close_data = std::move(ev.peer_private_data);
             if (!i.close_reply.empty()) endpoint.cm->set_disconnect_reply(c->qpn(), i.close_reply);
+            if (peer_close_handler) peer_close_handler(*c, false);
           } else {
             client_events[ev.id] = std::move(ev);  // the server's DREP (or its absence)
           }
           break;
         }
         case cm::EventKind::superseded:
-          if (Connection* c = find(ev.id)) c->impl().closed_by_peer = true;
+          if (Connection* c = find(ev.id)) {
+            c->impl().closed_by_peer = true;
+            if (peer_close_handler) peer_close_handler(*c, true);
+          }
           break;
         case cm::EventKind::ready: break;
       }
     }
-    endpoint.events.clear();
-    return work + deliver_completions(endpoint.host->host(), scratch);
+    events.clear();
+    return work;
   }
 
   bool turn_until(const std::function<bool()>& done, double seconds) override {
@@ -137,7 +146,12 @@ struct Endpoint::Impl final : ConnectionOwner {
 
 Endpoint::Endpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Endpoint::~Endpoint() {
-  if (impl_) impl_->connections.clear();  // the public connections go before the host's
+  if (!impl_) return;
+  // No handler runs from here on: what they refer to may be gone already.
+  impl_->peer_close_handler = {};
+  for (auto& [qpn, c] : impl_->connections) c->impl().handler = {};
+  impl_->endpoint.turn();         // answers due leave (a DREP for a connection closed just now)
+  impl_->connections.clear();     // the public connections go before the host's
 }
 
 std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
@@ -312,7 +326,6 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
   stack::Endpoint& e = impl_->endpoint;
   std::vector<CloseResult> results(connections.size());
   std::vector<std::uint64_t> waiting(connections.size(), 0);  // client: the handle whose answer we wait for
-  bool any_server_closed = false;
   for (std::size_t k = 0; k < connections.size(); ++k) {
     Connection* c = connections[k];
     if (c == nullptr || impl_->find(c->qpn()) != c) {
@@ -320,8 +333,7 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
       continue;
     }
     if (c->impl().server) {
-      results[k].answered = true;  // nothing to ask
-      any_server_closed |= c->impl().closed_by_peer;
+      results[k].answered = true;  // nothing to ask; a DREP due leaves at the next turn
       continue;
     }
     std::vector<std::uint8_t> data = k < request_data.size() ? request_data[k] : std::vector<std::uint8_t>{};
@@ -335,7 +347,6 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
       ++scanned;
     return scanned == waiting.size();
   }, wait_s);
-  if (any_server_closed) impl_->turn();  // the DREPs answering the clients' DREQs
   for (std::size_t k = 0; k < connections.size(); ++k) {
     if (waiting[k] != 0) {
       const auto at = impl_->client_events.find(waiting[k]);
@@ -359,6 +370,10 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
   return results;
 }
 
+void Endpoint::set_peer_close_handler(std::function<void(Connection&, bool)> handler) {
+  impl_->peer_close_handler = std::move(handler);
+}
+
 void Endpoint::request_stop() noexcept { impl_->stop.store(true, std::memory_order_relaxed); }
 bool Endpoint::stop_requested() const noexcept { return impl_->stop.load(std::memory_order_relaxed); }
 
@@ -371,6 +386,7 @@ bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
 std::vector<CounterGroup> Endpoint::counters() const {
   std::vector<CounterGroup> out(3);
   out[0].name = "host";
+  impl_->endpoint.host->refresh_port_counters();
   impl_->endpoint.host->counters().visit(
       [&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
   out[1].name = "cm";
