@@ -2,8 +2,11 @@
 // is from the connection reply, fills it with RDMA WRITEs and says it is
 // done with a WRITE_WITH_IMMEDIATE.
 //
-//   write_client PORT LOCAL_IP SERVER_IP SERVER_MAC [EAL arguments...]
+//   write_client PORT LOCAL_IP SERVER_IP SERVER_MAC|- [EAL arguments...]
 //   write_client net_memif0 10.0.0.1 10.0.0.2 02:00:00:00:00:02 --vdev net_memif0,role=client,socket=/tmp/wr.sock
+//   write_client net_memif0 fd00::1 fd00::2 - --vdev net_memif0,role=client,socket=/tmp/wr.sock
+// With "-" for the MAC, the endpoint asks for it (ARP, or IPv6 neighbour
+// solicitation); the server's endpoint answers.
 #include <metaroce/metaroce.hpp>
 
 #include <cstdio>
@@ -13,7 +16,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s PORT LOCAL_IP SERVER_IP SERVER_MAC [EAL arguments...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PORT LOCAL_IP SERVER_IP SERVER_MAC|- [EAL arguments...]\n", argv[0]);
     return 2;
   }
   metaroce::EndpointConfig config;
@@ -32,7 +35,7 @@ int main(int argc, char** argv) {
   // each path has its own sequence and SACK, so a lost packet is resent
   // alone, whatever order the others arrive in.
   metaroce::ConnectOptions options;
-  options.peer_mac = argv[4];
+  if (std::string(argv[4]) != "-") options.peer_mac = argv[4];
   options.paths = 4;
   metaroce::Connection* connection = endpoint->connect(argv[3], options, error);
   if (connection == nullptr) {

@@ -33,7 +33,9 @@ struct EndpointConfig {
   // --no-shconf (or --in-memory -m 512 when hugepages are free).
   std::vector<std::string> eal_args;
 
-  std::string local_ip;               // this end's IPv4 address, A.B.C.D
+  // This end's address, IPv4 (A.B.C.D) or IPv6 (fd00::2): the port answers
+  // ARP requests or neighbour solicitations for it.
+  std::string local_ip;
   std::string program = "metaroce";   // EAL's program name; its file prefix is <program>-<pid>
   std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (--port)
   std::uint32_t max_connections = 1024;
@@ -42,7 +44,13 @@ struct EndpointConfig {
 };
 
 struct ConnectOptions {
-  std::string peer_mac;                // the next hop's MAC, xx:xx:xx:xx:xx:xx
+  // The next hop towards the peer: `gateway` (a router, when the peer is
+  // not on this link) or the peer itself. Its MAC is `peer_mac`
+  // (xx:xx:xx:xx:xx:xx) when given, else asked for by ARP or neighbour
+  // solicitation (three tries a second apart, then the connect fails
+  // saying so) and cached.
+  std::string gateway;
+  std::string peer_mac;
   std::string mode = "metaroce";       // or "rocev2": go-back-N over one path, the baseline
   std::string congestion = "metaroce"; // a lib/cc algorithm: metaroce, dcqcn, fixed, or none
   std::uint16_t paths = 4;             // UDP source ports the connection sprays over

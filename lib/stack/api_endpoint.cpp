@@ -1,6 +1,5 @@
 // The public Endpoint (include/metaroce/endpoint.hpp) on lib/stack's
 // endpoint: a port, its engine host, the connection manager and telemetry.
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <unordered_map>
@@ -15,12 +14,8 @@ namespace metaroce {
 
 namespace {
 
-std::string ipv4_string(std::uint32_t host_order) {
-  in_addr a{};
-  a.s_addr = htonl(host_order);
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &a, text, sizeof text);
-  return text;
+std::string peer_address(const transport::Endpoints& e) {
+  return wire::to_string(e.ip_version == 6 ? wire::IpAddress::v6(e.peer_ipv6) : wire::IpAddress::v4(e.peer_ipv4));
 }
 
 }  // namespace
@@ -98,7 +93,7 @@ struct Endpoint::Impl final : ConnectionOwner {
 
   // A request for `options`; false and `error` for a bad address or MAC.
   bool request_for(const std::string& peer_ip, const ConnectOptions& o, cm::ConnectRequest& request,
-                   std::string& error) const {
+                   std::string& error) {
     if (!transport::mode_from_string(o.mode, request.connection.mode)) {
       error = fmt::format("mode '{}' is not one: give metaroce or rocev2", o.mode);
       return false;
@@ -110,14 +105,10 @@ struct Endpoint::Impl final : ConnectionOwner {
     if (o.psn_window != 0) request.connection.psn_window = o.psn_window;
     if (o.first_src_port != 0) request.connection.base_src_port = o.first_src_port;
     stack::tolerate_stalls(request.connection);
-    if (!stack::parse_ipv4(peer_ip, request.connection.endpoints.peer_ipv4)) {
-      error = fmt::format("peer address '{}' is not an IPv4 address: give A.B.C.D", peer_ip);
-      return false;
-    }
-    if (!stack::parse_mac(o.peer_mac, request.connection.endpoints.peer_mac)) {
-      error = fmt::format("peer MAC '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
-      return false;
-    }
+    // The next hop's MAC: given, or asked for (once: cached).
+    stack::NextHop hop;
+    if (!stack::resolve_next_hop(endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, stop)) return false;
+    stack::set_peer(request.connection.endpoints, hop);
     request.cc = o.congestion == "none" ? "" : o.congestion;
     request.private_data = o.private_data;
     return true;
@@ -171,9 +162,10 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
             "arguments that create it";
     return nullptr;
   }
-  std::uint32_t ip = 0;
-  if (!stack::parse_ipv4(c.local_ip, ip)) {
-    error = fmt::format("local address '{}' is not an IPv4 address: give A.B.C.D", c.local_ip);
+  wire::IpAddress ip;
+  if (!wire::parse_ip(c.local_ip, ip)) {
+    error = fmt::format("local address '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as "
+                        "fd00::1", c.local_ip);
     return nullptr;
   }
   if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
@@ -269,7 +261,7 @@ void Endpoint::listen(AcceptFunction accept, bool queue_for_accept) {
   impl->endpoint.cm->listen([impl](const transport::ConnectionConfig& config, const cm::Message& request,
                                    std::vector<std::uint8_t>& reply) {
     IncomingRequest in;
-    in.peer_ip = ipv4_string(config.endpoints.peer_ipv4);
+    in.peer_ip = peer_address(config.endpoints);
     in.peer_qpn = config.peer_qpn;
     in.mode = std::string(transport::to_string(config.mode));
     in.congestion = request.cc;

@@ -76,17 +76,19 @@ check "simulation: two connections through 1% loss, every byte intact, only some
 
 # The WRITE pair: two processes joined by net_memif (server and client roles).
 sock="$work/write.sock"
-"$work/src/write_server" net_memif0 10.91.0.2 --vdev "net_memif0,role=server,socket=$sock,mac=02:00:00:00:91:02" \
+# Over IPv6, the client given no MAC: it learns the server's by neighbour
+# discovery, which the server's endpoint answers.
+"$work/src/write_server" net_memif0 fd00:91::2 --vdev "net_memif0,role=server,socket=$sock,mac=02:00:00:00:91:02" \
   >"$work/write_server.out" 2>&1 &
 pids+=($!)
 server=$!
 for _ in $(seq 50); do grep -q "listening" "$work/write_server.out" && break; sleep 0.1; done
-timeout 60 "$work/src/write_client" net_memif0 10.91.0.1 10.91.0.2 02:00:00:00:91:02 \
+timeout 60 "$work/src/write_client" net_memif0 fd00:91::1 fd00:91::2 - \
   --vdev "net_memif0,role=client,socket=$sock,mac=02:00:00:00:91:01" >"$work/write_client.out" 2>&1
 client_rc=$?
 wait "$server"
 server_rc=$?
-check "write_client: 1 MiB in 16 WRITEs, completed, exit 0" \
+check "write_client over IPv6, the server's MAC learned by neighbour discovery: 1 MiB in 16 WRITEs, completed, exit 0" \
   '[ $client_rc -eq 0 ] && grep -Eq "^write_client: wrote 1048576 bytes in 16 WRITEs, 256 data packets, 0 resent$" "$work/write_client.out"'
 check "write_server: every byte verified, the immediate received, exit 0" \
   '[ $server_rc -eq 0 ] && grep -q "^write_server: immediate 0x600d, 1048576 bytes, 0 wrong$" "$work/write_server.out" && grep -q "^write_server: verified$" "$work/write_server.out"'
