@@ -753,6 +753,16 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   if (!stack::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // The next hop's MAC once, before the first size (each size's request
+  // finds it in the neighbour cache).
+  stack::NextHop hop;
+  if (!stack::resolve_next_hop(e, o.server_address, o.gateway, o.peer_mac, hop, run.error, interrupted)) return run;
+  if (progress != nullptr) {
+    std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(),
+                 wire::to_string(hop.via).c_str(), mac_string(hop.mac).c_str(),
+                 hop.given ? "--peer-mac" : hop.via.version == 4 ? "ARP" : "neighbour discovery");
+    std::fflush(progress);
+  }
   for (std::size_t i = 0; i < o.sizes.size(); ++i)
     if (!client_size(o, e, o.sizes[i], i + 1 == o.sizes.size(), progress, run)) break;
   // Let the last RTU / DREQ answers out before the port stops.

@@ -160,13 +160,14 @@ run_mode() {  # family mode messages extra-args...
   # Neighbours: no static entry anywhere. The client asked for the gateway
   # once (the router answered the first request) and the router's kernel
   # learned both DPDK ends' MACs from them.
-  local asked=arp_requests_sent answered=arp_requests_answered
-  if [ "$family" = ipv6 ]; then asked=nd_solicitations_sent answered=nd_solicitations_answered; fi
+  local asked=arp_requests_sent answered=arp_requests_answered how=ARP
+  if [ "$family" = ipv6 ]; then asked=nd_solicitations_sent answered=nd_solicitations_answered how="neighbour discovery"; fi
   echo "# $label: client $asked $(counter client host_a $asked), resolutions_failed" \
        "$(counter client host_a resolutions_failed); server $answered $(counter server host_b $answered);" \
        "router: client $(router_neighbour r0 "$client_ip"), server $(router_neighbour r1 "$server_ip")"
   check "$label: the client resolved its gateway with one request, no --peer-mac" \
-    "[ '$(counter client host_a "$asked")' = 1 ] && [ '$(counter client host_a resolutions_failed)' = 0 ]"
+    "[ '$(counter client host_a "$asked")' = 1 ] && [ '$(counter client host_a resolutions_failed)' = 0 ] \
+     && grep -qF ' next hop towards $server_ip: $gateway at $mac_r0 ($how)' '$work/client.out'"
   check "$label: the router's kernel learned both ends' MACs from their own frames" \
     "[ '$(router_neighbour r0 "$client_ip" | cut -d' ' -f1)' = '$mac_c0' ] \
      && [ '$(router_neighbour r1 "$server_ip" | cut -d' ' -f1)' = '$mac_s0' ] \
