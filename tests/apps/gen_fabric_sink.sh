@@ -16,12 +16,17 @@
 #
 # Set MR_WORK (a directory of its own), MR_GEN, MR_SINK, MR_FABRIC (binaries)
 # and MR_TIMEOUT (seconds a process may take) before calling; summaries land
-# in $MR_WORK/{gen,sink,fabric}.json, output in $MR_WORK/*.out.
+# in $MR_WORK/{gen,sink,fabric}.json, output in $MR_WORK/*.out. MR_GEN_IP and
+# MR_SINK_IP change the addresses (IPv4 by default); MR_GEN_PEER_MAC set
+# empty makes the gen ask for the sink's MAC (ARP or neighbour discovery,
+# which the fabric forwards as any frame) instead of being given it.
 
 MR_PREFIX="mr-gfs-$$"
 MR_SINK_MAC=02:00:00:00:00:02
 MR_GEN_MAC=02:00:00:00:00:01
 MR_FABRIC_PID= MR_SINK_PID=
+MR_GEN_IP=10.99.0.1 MR_SINK_IP=10.99.0.2
+MR_GEN_PEER_MAC=$MR_SINK_MAC
 
 # EAL arguments of process NAME; its runtime directory is removed by mr_cleanup.
 mr_eal() {
@@ -54,7 +59,7 @@ mr_start_fabric() {
 # mr_start_sink [SINK-ARGS...]: in the background.
 mr_start_sink() {
   # shellcheck disable=SC2046
-  timeout "$MR_TIMEOUT" "$MR_SINK" --port net_memif0 --local-ip 10.99.0.2 --idle-sleep-us 20 --mbufs 4096 \
+  timeout "$MR_TIMEOUT" "$MR_SINK" --port net_memif0 --local-ip "$MR_SINK_IP" --idle-sleep-us 20 --mbufs 4096 \
     --json "$MR_WORK/sink.json" "$@" -- $(mr_eal sink) $(mr_memif net_memif0 client b.sock $MR_SINK_MAC) \
     >"$MR_WORK/sink.out" 2>&1 &
   MR_SINK_PID=$!
@@ -63,8 +68,8 @@ mr_start_sink() {
 # mr_run_gen [GEN-ARGS...]: its status in MR_GEN_STATUS and as the return value.
 mr_run_gen() {
   # shellcheck disable=SC2046
-  timeout "$MR_TIMEOUT" "$MR_GEN" --port net_memif0 --local-ip 10.99.0.1 --sink 10.99.0.2 \
-    --peer-mac $MR_SINK_MAC --idle-sleep-us 20 --mbufs 4096 --json "$MR_WORK/gen.json" "$@" \
+  timeout "$MR_TIMEOUT" "$MR_GEN" --port net_memif0 --local-ip "$MR_GEN_IP" --sink "$MR_SINK_IP" \
+    ${MR_GEN_PEER_MAC:+--peer-mac $MR_GEN_PEER_MAC} --idle-sleep-us 20 --mbufs 4096 --json "$MR_WORK/gen.json" "$@" \
     -- $(mr_eal gen) $(mr_memif net_memif0 client a.sock $MR_GEN_MAC) >"$MR_WORK/gen.out" 2>&1
   MR_GEN_STATUS=$?
   return $MR_GEN_STATUS
@@ -110,7 +115,8 @@ mr_parse_errors() {  # FILE: frames its engine dropped as unparseable
 # forwarded, dropped or still holds (nothing, at the end); what it forwarded
 # is what the other end received, which rejected exactly the frames the
 # fabric corrupted. The gen's frames are its data, retransmissions, probes
-# and CM messages; the sink's its ACKs and CM answers. Every PSN the gen
+# and CM messages; the sink's its ACKs and CM answers; either's neighbour
+# requests and answers (ARP, ND) besides. Every PSN the gen
 # sent was placed once at the sink; every message it posted was verified.
 mr_accounting() {
   local g_tx g_rx g_perr s_tx s_rx s_perr ab_r ab_f ab_d ab_dup ab_c ab_i ab_m ba_r ba_f ba_d ba_dup ba_c ba_i ba_m
@@ -134,10 +140,12 @@ mr_accounting() {
     "[ '$g_rx' = '$ba_f' ] && [ '$g_perr' = '$ba_c' ]" \
     "gen rx $g_rx vs forwarded $ba_f; parse errors $g_perr vs corrupted $ba_c"
   local g_frames s_frames
-  g_frames=$(mr_q gen '.connection_counters as $c | .cm as $m | $c.data_packets_sent + $c.retransmitted_packets
-    + $c.probes_sent + $c.acks_sent + $m.requests_sent + $m.ready_sent + $m.disconnects_sent')
-  s_frames=$(mr_q sink '.connection_counters as $c | .cm as $m | $c.acks_sent + $c.rnr_naks_sent + $c.cnps_sent
-    + $m.replies_sent + $m.rejects_sent + $m.disconnect_replies_sent')
+  local neighbours='.engine as $e | $e.arp_requests_sent + $e.nd_solicitations_sent + $e.arp_requests_answered
+    + $e.nd_solicitations_answered'
+  g_frames=$(mr_q gen "(.connection_counters as \$c | .cm as \$m | \$c.data_packets_sent + \$c.retransmitted_packets
+    + \$c.probes_sent + \$c.acks_sent + \$m.requests_sent + \$m.ready_sent + \$m.disconnects_sent) + ($neighbours)")
+  s_frames=$(mr_q sink "(.connection_counters as \$c | .cm as \$m | \$c.acks_sent + \$c.rnr_naks_sent + \$c.cnps_sent
+    + \$m.replies_sent + \$m.rejects_sent + \$m.disconnect_replies_sent) + ($neighbours)")
   mr_line "every frame the ends sent is a data packet, retransmission, probe, ACK or CM message of theirs" \
     "[ '$g_frames' = '$g_tx' ] && [ '$s_frames' = '$s_tx' ]" "gen $g_frames of $g_tx, sink $s_frames of $s_tx"
   local sent placed

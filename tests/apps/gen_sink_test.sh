@@ -34,7 +34,7 @@ not_ok() {
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { mr_q "$@"; }
 
-echo "1..29"
+echo "1..39"
 run_case() {  # NAME A_TO_B B_TO_A
   local name="$1"
   if ! mr_start_fabric "$2" "$3" --stats-interval 0; then
@@ -78,6 +78,33 @@ run_case blackhole "loss 1% paths 4 spread 20us corrupt 0.1% blackhole 1 at 0ms"
 check "blackhole: path 1 swallowed frames, the gen failed paths over and still delivered everything" \
   "[ \"\$(q fabric .a_to_b.dropped.blackhole)\" -gt 0 ] && [ \"\$(q gen .connection_counters.paths_failed)\" -gt 0 ] \
    && [ \"\$(q gen .ok)\" = true ]"
+
+# IPv6, and no --peer-mac: the gen asks for the sink's MAC by neighbour
+# solicitation, through the fabric (a light delay: nothing lost, so exactly
+# one request and one answer), and the accounting above still holds.
+MR_GEN_IP=fd00:99::1 MR_SINK_IP=fd00:99::2 MR_GEN_PEER_MAC=
+if mr_start_fabric "delay 10us" "delay 10us" --stats-interval 0; then
+  mr_start_sink
+  mr_run_gen -c 2 --paths 4 -n 200 --size 32-65536 --seed 9
+  mr_finish
+  check "ipv6, no --peer-mac: gen, sink and fabric exit 0, 400 messages (gen $MR_GEN_STATUS, sink $MR_SINK_STATUS, fabric $MR_FABRIC_STATUS)" \
+    "[ $MR_GEN_STATUS = 0 ] && [ $MR_SINK_STATUS = 0 ] && [ $MR_FABRIC_STATUS = 0 ] && [ \"\$(q gen .ok)\" = true ] \
+     && [ \"\$(q sink .ok)\" = true ] && [ \"\$(q gen .posted)\" = 400 ]"
+  while IFS= read -r line; do
+    case "$line" in
+      "ok - "*) ok "ipv6, no --peer-mac: ${line#ok - }" ;;
+      *) not_ok "ipv6, no --peer-mac: ${line#not ok - }" ;;
+    esac
+  done < <(mr_accounting)
+  check "ipv6, no --peer-mac: the gen asked once and learned the sink's MAC, the sink answered once" \
+    "[ \"\$(q gen .engine.nd_solicitations_sent)\" = 1 ] && [ \"\$(q gen .engine.nd_advertisements_learned)\" = 1 ] \
+     && [ \"\$(q gen .engine.resolutions_failed)\" = 0 ] && [ \"\$(q sink .engine.nd_solicitations_answered)\" = 1 ] \
+     && grep -q '(next hop 02:00:00:00:00:02)' '$MR_WORK/gen.out'"
+else
+  for i in $(seq 10); do not_ok "ipv6, no --peer-mac: metaroce-fabric started and listens on both memif sockets"; done
+  mr_cleanup
+fi
+MR_GEN_IP=10.99.0.1 MR_SINK_IP=10.99.0.2 MR_GEN_PEER_MAC=$MR_SINK_MAC
 
 # Option errors: one line that names the fix, exit 2, before EAL starts.
 out=$("$MR_GEN" --port p --local-ip 10.0.0.1 --sink 10.0.0.2 --peer-mac 02:00:00:00:00:02 --size 16 2>&1)

@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..24"
+echo "1..25"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -69,6 +69,17 @@ rm -rf "/var/run/dpdk/$prefix" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$prefix"
 check "--port with EAL arguments without memory options: EAL starts without hugepages, the client asks and times out" \
   "[ $status -eq 1 ] && grep -q '^metaroce-perf: no answer from 10.99.9.2 after 3 connection requests' '$work/out' \
    && ! grep -qi 'hugepage\|EAL initialisation failed' '$work/out'"
+
+# Without --peer-mac the client asks for the server's MAC by ARP: on a port
+# where nothing answers, it gives up after 3 tries a second apart with one
+# line that says what to check.
+prefix="metaroce-perf-test-arp-$$"
+timeout 30 "$perf" --client 10.99.9.2 --port net_null0 --local-ip 10.99.9.1 -n 1 -s 64 \
+  -- --vdev net_null0,no-rx=1 --file-prefix "$prefix" --log-level=error >"$work/out" 2>&1
+status=$?
+rm -rf "/var/run/dpdk/$prefix" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$prefix"
+check "--client without --peer-mac and nobody to answer ARP: exit 1 after 3 tries, one line naming what to do" \
+  "[ $status -eq 1 ] && grep -qx 'metaroce-perf: no ARP reply from 10.99.9.2 after 3 tries over 3.0 s on port net_null0: check the address (a peer on another subnet needs --gateway) and the link, or give --peer-mac' '$work/out'"
 
 "$perf" --loopback --raw -s 64 -n 200000 --verify --json "$work/raw.json" >"$work/out" 2>&1
 status=$?
