@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 
 #include "common/command_line.hpp"
-#include "stack/endpoint.hpp"
+#include <metaroce/endpoint.hpp>
+
+#include "stack/address.hpp"
 #include "wire/ip_address.hpp"
 
 namespace metaroce::apps {
@@ -21,7 +23,7 @@ void add_port_options(boost::program_options::options_description& d);
 // Fills `out` from the parsed options and the EAL arguments; false with one
 // line that names the fix when no port or no address was given.
 bool read_port_options(const boost::program_options::variables_map& vm, std::vector<std::string> eal_args,
-                       stack::EndpointConfig& out, std::string& message);
+                       metaroce::EndpointConfig& out, std::string& message);
 
 // `text` (the value of `option`) is an IP address of local_ip's family;
 // false with one line naming the fix otherwise.

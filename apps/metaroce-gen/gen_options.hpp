@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
+#include <metaroce/endpoint.hpp>
+
 #include "common/port_options.hpp"
+#include "common/run_control.hpp"
 #include "common/traffic_message.hpp"
 #include "metaroce-gen/size_distribution.hpp"
-#include "transport/types.hpp"
 
 namespace metaroce::apps::gen {
 
 struct GenOptions {
-  stack::EndpointConfig port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
+  metaroce::EndpointConfig port;  // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
   std::string sink_address;  // --sink ADDR (IPv4 or IPv6, the family of --local-ip)
   std::string gateway;       // --gateway ADDR: the router towards the sink when it is not on this link
   std::string peer_mac;      // --peer-mac: the next hop's MAC (empty: asked for by ARP or ND)
@@ -24,7 +24,7 @@ struct GenOptions {
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
   std::uint32_t path_window = 32;
-  transport::Mode mode = transport::Mode::metaroce;
+  std::string mode = "metaroce";  // or rocev2
   std::string cc;  // empty: none
   traffic::SizeDistribution sizes;
   // Relative weights of write, write-imm, send (index: traffic::Op).

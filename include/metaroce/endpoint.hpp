@@ -37,9 +37,14 @@ struct EndpointConfig {
   // ARP requests or neighbour solicitations for it.
   std::string local_ip;
   std::string program = "metaroce";   // EAL's program name; its file prefix is <program>-<pid>
-  std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (--port)
+  std::string name = "host";          // the host's name in telemetry
+  std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (with `port`)
+  std::uint32_t mbufs = 16384;        // with `port`: receive and transmit mbufs each (a preset has its own)
   std::uint32_t max_connections = 1024;
   std::uint32_t idle_sleep_us = 0;    // sleep this long after a turn with nothing to do (0: busy poll)
+  // With `port`: payload bytes from which a packet's payload is attached to
+  // the mbuf instead of copied (0: the engine's default; 65535: never).
+  std::uint32_t zero_copy_threshold = 0;
   double connect_timeout_s = 3.0;     // connection requests are repeated for this long
 };
 
@@ -94,6 +99,7 @@ struct CloseResult {
   bool answered = false;                // the server answered the disconnect request
   std::string error;                    // why not, when it did not
   std::vector<std::uint8_t> reply_data;  // the server's Connection::set_close_reply
+  CounterGroup counters;                 // the connection's, as it went
 };
 
 class Endpoint {
@@ -116,6 +122,12 @@ class Endpoint {
   // nullptr with `error` (rejected, no answer within connect_timeout_s, a
   // bad address). The connection lives until close().
   Connection* connect(const std::string& peer_ip, const ConnectOptions& options, std::string& error);
+  // Client: the MAC (xx:xx:xx:xx:xx:xx) connect() will send to for
+  // `peer_ip` with `options` (its gateway and peer_mac): peer_mac when
+  // given, else asked for now by ARP or neighbour solicitation, turning the
+  // endpoint until the answer (later connects find it cached). Empty and
+  // `error` when nobody answers or an address is bad.
+  std::string next_hop_mac(const std::string& peer_ip, const ConnectOptions& options, std::string& error);
   // Client: one request per entry of `options`, all in flight at once (as
   // thousands of connections are set up); the connections in the same
   // order. All or none: when one fails, `error` names it and those that
@@ -176,6 +188,12 @@ class Endpoint {
   explicit Endpoint(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// After the last Endpoint of the process is gone: releases what DPDK's EAL
+// holds (memif sockets, hugepages, the telemetry socket). No Endpoint can
+// be opened afterwards in this process. Nothing happens when EAL never
+// started.
+void release_eal();
 
 // One connection of an endpoint: its posts and completions. Owned by the
 // endpoint; valid until Endpoint::close or the endpoint's destruction.

@@ -148,12 +148,15 @@ Endpoint::~Endpoint() {
 std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
   stack::EndpointConfig c;
   c.program = config.program;
+  c.host_name = config.name;
+  c.zero_copy_threshold = config.zero_copy_threshold;
   c.preset_path = config.preset;
   c.iface = config.iface;
   c.port_name = config.port;
   c.eal_args = config.eal_args;
   c.local_ip = config.local_ip;
   c.mtu = config.mtu;
+  c.mbufs = config.mbufs;
   c.max_connections = config.max_connections;
   c.idle_sleep_us = config.idle_sleep_us;
   c.cm_timeout_s = config.connect_timeout_s;
@@ -191,6 +194,12 @@ MemoryRegion Endpoint::register_memory(void* addr, std::size_t length, std::uint
 
 bool Endpoint::deregister_memory(const MemoryRegion& region) {
   return impl_->endpoint.host->memory().deregister(region.key);
+}
+
+std::string Endpoint::next_hop_mac(const std::string& peer_ip, const ConnectOptions& o, std::string& error) {
+  stack::NextHop hop;
+  if (!stack::resolve_next_hop(impl_->endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, impl_->stop)) return {};
+  return stack::mac_string(hop.mac);
 }
 
 Connection* Endpoint::connect(const std::string& peer_ip, const ConnectOptions& o, std::string& error) {
@@ -357,8 +366,12 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
     c->impl().connection->close();
   }
   deliver_completions(e.host->host(), impl_->scratch);  // the flushed ones, to handlers and queues
-  for (Connection* c : connections)
-    if (c != nullptr && impl_->find(c->qpn()) == c) impl_->destroy(c);
+  for (std::size_t k = 0; k < connections.size(); ++k) {
+    Connection* c = connections[k];
+    if (c == nullptr || impl_->find(c->qpn()) != c) continue;
+    results[k].counters = c->counters();
+    impl_->destroy(c);
+  }
   return results;
 }
 
@@ -390,6 +403,10 @@ std::vector<CounterGroup> Endpoint::counters() const {
   for (const auto& [qpn, c] : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
   out[2] = {"connection", counter_list(sum)};
   return out;
+}
+
+void release_eal() {
+  if (engine::eal_started()) engine::stop_eal();
 }
 
 std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
