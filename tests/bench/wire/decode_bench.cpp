@@ -60,6 +60,8 @@ std::string ipv4_text(std::uint32_t a) {
   return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
 }
 
+constexpr char hex_digits[] = "0123456789abcdef";
+
 void add_syndrome(ordered_json& j, std::uint8_t syn) {
   j["syndrome"] = syn;
   j["aeth_kind"] = "ack";
@@ -142,8 +144,10 @@ std::string nlohmann_line(std::uint64_t frame_number, std::span<const std::uint8
       const MrPathAck p = f.path_ack(i);
       std::string sack;
       unsigned sacked = 0;
+      sack.reserve(2 * p.sack.size());
       for (std::uint8_t byte : p.sack) {
-        sack += fmt::format("{:02x}", byte);
+        sack.push_back(hex_digits[byte >> 4]);
+        sack.push_back(hex_digits[byte & 0xf]);
         sacked += static_cast<unsigned>(std::popcount(byte));
       }
       ordered_json e;
