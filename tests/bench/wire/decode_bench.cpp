@@ -4,7 +4,7 @@
 // nlohmann::ordered_json (ordered: the decoder's keys keep their order);
 // both are checked to give the same text before anything is timed. The
 // figures are the reason the decoder keeps its writer (doc/DESIGN.md,
-// "What we write ourselves"). Last line: JSON.
+// "What we write ourselves, and what we take"). Last line: JSON.
 #include <unistd.h>
 
 #include <arpa/inet.h>
