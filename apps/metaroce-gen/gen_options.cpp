@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "common/remote_options.hpp"
+#include "common/port_options.hpp"
 
 namespace po = boost::program_options;
 
@@ -128,7 +128,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   }
   o.sink_address = vm["sink"].as<std::string>();
   std::uint32_t ip = 0;
-  if (!parse_ipv4(o.sink_address, ip)) {
+  if (!stack::parse_ipv4(o.sink_address, ip)) {
     message = fmt::format("--sink '{}' is not an IPv4 address: give A.B.C.D", o.sink_address);
     return ParseOutcome::error;
   }
@@ -139,7 +139,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   }
   o.peer_mac = vm["peer-mac"].as<std::string>();
   wire::MacAddress mac{};
-  if (!parse_mac(o.peer_mac, mac)) {
+  if (!stack::parse_mac(o.peer_mac, mac)) {
     message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
     return ParseOutcome::error;
   }

@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "common/remote_endpoint.hpp"
-#include "common/remote_options.hpp"
+#include "common/run_control.hpp"
+#include "stack/endpoint.hpp"
+#include "common/port_options.hpp"
 #include "common/traffic_message.hpp"
 #include "metaroce-gen/size_distribution.hpp"
 #include "transport/types.hpp"
@@ -15,7 +16,7 @@
 namespace metaroce::apps::gen {
 
 struct GenOptions {
-  RemotePortOptions port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
+  stack::EndpointConfig port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
   std::string sink_address;  // --sink A.B.C.D
   std::string peer_mac;      // --peer-mac: the next hop towards the sink
   std::uint32_t connections = 1;

@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 
 #include "common/json_line.hpp"
-#include "common/remote_endpoint.hpp"
+#include "common/run_control.hpp"
+#include "stack/endpoint.hpp"
 #include "fabric/random.hpp"
 #include "metaroce-gen/message_planner.hpp"
 
@@ -92,7 +93,7 @@ class Generator {
 
   const GenOptions& o_;
   std::FILE* progress_;
-  Endpoint e_;
+  stack::Endpoint e_;
   GenResult r_;
   traffic::PlannerLayout layout_;
   std::vector<Live> lives_;
@@ -117,7 +118,7 @@ bool Generator::on_established(Live& l, cm::Event& ev) {
     return false;
   }
   std::string error;
-  auto congestion = make_congestion_control(ev.cc, ev.config, error);
+  auto congestion = stack::make_congestion_control(ev.cc, ev.config, error);
   if (!error.empty()) {
     r_.error = error;
     return false;
@@ -151,9 +152,9 @@ bool Generator::connect_all() {
   request.connection.paths = o_.paths;
   request.connection.streams = o_.streams;
   request.connection.path_window = o_.path_window;
-  tolerate_stalls(request.connection);
-  parse_ipv4(o_.sink_address, request.connection.endpoints.peer_ipv4);
-  parse_mac(o_.peer_mac, request.connection.endpoints.peer_mac);
+  stack::tolerate_stalls(request.connection);
+  stack::parse_ipv4(o_.sink_address, request.connection.endpoints.peer_ipv4);
+  stack::parse_mac(o_.peer_mac, request.connection.endpoints.peer_mac);
   request.cc = o_.cc;
   lives_.resize(o_.connections);
   for (std::uint32_t i = 0; i < o_.connections; ++i) {
@@ -379,7 +380,7 @@ void Generator::close_all() {
 }
 
 GenResult Generator::run() {
-  if (!open_endpoint(o_.port, e_, r_.error)) return r_;
+  if (!stack::open_endpoint(o_.port, e_, r_.error)) return r_;
   catch_stop_signals();
   if (progress_ != nullptr) {
     std::fprintf(progress_,
@@ -456,7 +457,7 @@ GenResult Generator::run() {
     l.result.forced_fences = l.planner->forced_fences();
     l.result.counters = l.connection->counters();
     l.result.retransmitted = l.result.counters.retransmitted_packets;
-    add_counters(r_.counters, l.result.counters);
+    stack::add_counters(r_.counters, l.result.counters);
     e_.remove_connection(l.result.qpn);
     e_.host->memory().deregister(l.lkey);
     r_.connections.push_back(std::move(l.result));

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       break;
   }
   std::string error;
-  if (!start_remote_eal(options.port, error)) {
+  if (!metaroce::stack::start_eal(options.port, error)) {
     std::fprintf(stderr, "metaroce-gen: %s\n", error.c_str());
     return exit_failed;
   }

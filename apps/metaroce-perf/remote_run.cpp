@@ -17,7 +17,8 @@
 #include <fmt/format.h>
 
 #include "cm/manager.hpp"
-#include "common/remote_endpoint.hpp"
+#include "common/run_control.hpp"
+#include "stack/endpoint.hpp"
 #include "engine/engine_host.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
@@ -146,13 +147,13 @@ std::vector<std::pair<std::string, std::uint64_t>> cm_counters(const cm::Counter
   return out;
 }
 
-using apps::Endpoint;
-using apps::mac_string;
-using apps::parse_ipv4;
-using apps::parse_mac;
+using stack::Endpoint;
+using stack::mac_string;
+using stack::parse_ipv4;
+using stack::parse_mac;
 
-apps::RemotePortOptions remote_port_options(const PerfOptions& o) {
-  apps::RemotePortOptions r;
+stack::EndpointConfig remote_port_options(const PerfOptions& o) {
+  stack::EndpointConfig r;
   r.program = "metaroce-perf";
   r.preset_path = o.preset_path;
   r.iface = o.iface;
@@ -244,13 +245,13 @@ struct Session {
 }  // namespace
 
 bool start_remote_eal(const PerfOptions& o, std::string& error) {
-  return apps::start_remote_eal(remote_port_options(o), error);
+  return stack::start_eal(remote_port_options(o), error);
 }
 
 RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
   Endpoint e;
-  if (!apps::open_endpoint(remote_port_options(o), e, run.error)) return run;
+  if (!stack::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
@@ -269,7 +270,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       return cm::RejectReason::no_resources;
     }
     std::string error;
-    auto congestion = apps::make_congestion_control(request.cc, config, error);
+    auto congestion = stack::make_congestion_control(request.cc, config, error);
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     auto s = std::make_unique<Session>();
     s->offer = offer;
@@ -279,7 +280,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     const std::uint64_t receives = std::uint64_t{config.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
     transport::ConnectionConfig c = config;
-    apps::tolerate_stalls(c);  // as the loopback
+    stack::tolerate_stalls(c);  // as the loopback
     c.path_window = o.path_window;
     c.psn_window = o.psn_window;
     s->connection = e.add_connection(c, std::move(congestion), error);
@@ -326,7 +327,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   std::uint64_t finish_at = 0;
   const auto close_session = [&](std::uint32_t qpn, const Session& s) {
     run.host_b = host.counters();
-    apps::add_counters(run.connection_b, s.connection->counters());
+    stack::add_counters(run.connection_b, s.connection->counters());
     e.remove_connection(qpn);
     if (s.write_key != 0) host.memory().deregister(s.write_key);
     host.memory().deregister(s.receive_key);
@@ -393,7 +394,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     e.idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
-  for (auto& [qpn, s] : sessions) apps::add_counters(run.connection_b, s->connection->counters());
+  for (auto& [qpn, s] : sessions) stack::add_counters(run.connection_b, s->connection->counters());
   host.refresh_port_counters();
   run.host_b = host.counters();
   run.cm_counters = cm_counters(e.cm->counters());
@@ -448,7 +449,7 @@ std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns,
       closing.push_back(k);
     }
     std::vector<cm::Event> closed;
-    apps::wait_for_events(e, ids, cm::EventKind::disconnected, closed, interrupted);
+    stack::wait_for_events(e, ids, cm::EventKind::disconnected, closed, interrupted);
     for (std::size_t i = 0; i < closing.size(); ++i) {
       if (!closed[i].error.empty())
         note(closed[i].error);
@@ -501,7 +502,7 @@ bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest requ
     ids.push_back(id);
   }
   std::vector<cm::Event> answers;
-  const bool all_established = apps::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
+  const bool all_established = stack::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
   if (all_established) {
     run.cm_connections_set_up += qps;
     run.cm_setup_seconds += double(e.host->now_ns() - setup_start) / 1e9;
@@ -528,7 +529,7 @@ bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest requ
     c.remote_base = wire::load_be64(ev.peer_private_data.data());
     c.rkey = wire::load_be32(ev.peer_private_data.data() + 8);
     std::string cc_error;
-    auto congestion = apps::make_congestion_control(ev.cc, ev.config, cc_error);
+    auto congestion = stack::make_congestion_control(ev.cc, ev.config, cc_error);
     if (!cc_error.empty()) {
       problem = which(k) + cc_error;
       continue;
@@ -575,7 +576,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   request.connection.streams = o.streams;
   request.connection.path_window = o.path_window;
   request.connection.psn_window = o.psn_window;
-  apps::tolerate_stalls(request.connection);
+  stack::tolerate_stalls(request.connection);
   if (!parse_ipv4(o.server_address, request.connection.endpoints.peer_ipv4)) {
     run.error = fmt::format("--client '{}' is not an IPv4 address (give A.B.C.D)", o.server_address);
     return false;
@@ -621,7 +622,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   };
   const auto retransmissions = [&] {
     std::uint64_t n = 0;
-    for (const auto& c : conns) n += apps::path_retransmissions(*c.connection);
+    for (const auto& c : conns) n += stack::path_retransmissions(*c.connection);
     return n;
   };
   const std::uint64_t sent_before = data_packets();
@@ -741,7 +742,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
   summarize_latencies(latencies_ns, result);
-  for (const auto& c : conns) apps::add_counters(run.connection_a, c.connection->counters());
+  for (const auto& c : conns) stack::add_counters(run.connection_a, c.connection->counters());
   run.retransmitted += retransmissions();
   run.sizes.push_back(result);
   remove_connections(e, conns);
@@ -754,7 +755,7 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
 RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
   Endpoint e;
-  if (!apps::open_endpoint(remote_port_options(o), e, run.error)) return run;
+  if (!stack::open_endpoint(remote_port_options(o), e, run.error)) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   for (std::size_t i = 0; i < o.sizes.size(); ++i)

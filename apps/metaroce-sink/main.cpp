@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string error;
-  if (!start_remote_eal(options.port, error)) {
+  if (!metaroce::stack::start_eal(options.port, error)) {
     std::fprintf(stderr, "metaroce-sink: %s\n", error.c_str());
     return 1;
   }

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "common/remote_options.hpp"
+#include "common/port_options.hpp"
 
 namespace po = boost::program_options;
 

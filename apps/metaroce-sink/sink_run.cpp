@@ -7,7 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/json_line.hpp"
-#include "common/remote_endpoint.hpp"
+#include "common/run_control.hpp"
+#include "stack/endpoint.hpp"
 
 namespace metaroce::apps::sink {
 
@@ -56,7 +57,7 @@ class Sink {
 
   const SinkOptions& o_;
   std::FILE* progress_;
-  Endpoint e_;
+  stack::Endpoint e_;
   SinkResult r_;
   std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;
   std::map<std::uint64_t, std::uint32_t> closed_per_run_;
@@ -95,7 +96,7 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
     return cm::RejectReason::no_resources;
   }
   std::string error;
-  auto congestion = make_congestion_control(request.cc, config, error);
+  auto congestion = stack::make_congestion_control(request.cc, config, error);
   if (!error.empty()) {
     ++r_.refused;
     return cm::RejectReason::bad_parameters;
@@ -103,7 +104,7 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
   auto s = std::make_unique<Session>();
   s->offer = offer;
   transport::ConnectionConfig c = config;
-  tolerate_stalls(c);
+  stack::tolerate_stalls(c);
   s->connection = e_.add_connection(c, std::move(congestion), error);
   if (s->connection == nullptr) {
     ++r_.refused;
@@ -186,7 +187,7 @@ void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
   const std::uint64_t end = s.last_message_ns != 0 ? s.last_message_ns : now;
   r.seconds = double(end - s.established_ns) / 1e9;
   r.counters = s.connection->counters();
-  add_counters(r_.counters, r.counters);
+  stack::add_counters(r_.counters, r.counters);
   closed_bytes_ += r.totals.verified_bytes;
   closed_messages_ += r.totals.verified;
   if (closed_by_generator) {
@@ -242,13 +243,13 @@ void Sink::print_progress(std::uint64_t now) {
 }
 
 SinkResult Sink::run() {
-  if (!open_endpoint(o_.port, e_, r_.error)) return r_;
+  if (!stack::open_endpoint(o_.port, e_, r_.error)) return r_;
   catch_stop_signals();
   e_.cm->listen([this](const transport::ConnectionConfig& config, const cm::Message& request,
                        std::vector<std::uint8_t>& reply) { return accept(config, request, reply); });
   if (progress_ != nullptr) {
     std::fprintf(progress_, " metaroce-sink on %s (MAC %s, IPv4 %s): waiting for metaroce-gen; %s\n",
-                 e_.port->name().c_str(), mac_string(e_.port->mac()).c_str(), o_.port.local_ip.c_str(),
+                 e_.port->name().c_str(), stack::mac_string(e_.port->mac()).c_str(), o_.port.local_ip.c_str(),
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
     std::fflush(progress_);
   }

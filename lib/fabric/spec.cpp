@@ -253,7 +253,7 @@ class SpecParser {
       }
     } else if (word == "blackhole") {
       Blackhole hole;
-      if (peek_is("path")) ++at_;  // the wording: blackhole path K at T for D
+      if (peek_is("path")) ++at_;  // also spelled: blackhole path K at T for D
       hole.path = static_cast<std::uint32_t>(integer("a path index (0-based), then 'at TIME [for TIME]'"));
       if (!peek_is("at")) fail("'at TIME' (such as: blackhole 3 at 5ms for 2ms)");
       ++at_;

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Runs metaroce-bench-incast (deterministic, about 1 s) and checks the
-targets of issue 5 on its JSON line, one TAP point each.
+congestion-control targets (doc/BENCHMARKS.md) on its JSON line, one TAP
+point each.
 
 usage: check_incast.py BENCH"""
 import json

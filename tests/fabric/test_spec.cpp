@@ -98,7 +98,7 @@ TEST(FabricSpec, OtherItems) {
   EXPECT_EQ(c.seed, 77u);
 }
 
-// Every item of metaroce-fabric's issue, in its words.
+// Every impairment metaroce-fabric offers, in the words of its specification.
 TEST(FabricSpec, TheIssueVocabulary) {
   FabricConfig c = parse_ok(
       "loss random 2% delay 10us jitter 2us rate 10gbit duplicate 1% corrupt 0.1% paths 4 spread 30us "

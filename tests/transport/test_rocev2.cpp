@@ -1,4 +1,4 @@
-// rocev2 mode (RoceConnection), the go-back-N baseline (issue 4, point 7).
+// rocev2 mode (RoceConnection), the go-back-N baseline.
 //
 // Rocev2Exact: a connection pair driven by hand, frame by frame, without the
 // simulator: the standard RC opcode sequences and headers, then each

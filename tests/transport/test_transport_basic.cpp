@@ -39,7 +39,7 @@ TEST(TransportSim, CleanNetworkSmallTransfer) {
 
 namespace {
 
-// One WRITE of 1 GiB (the largest message the issue names; the wire's
+// One WRITE of 1 GiB (the largest message the targets name; the wire's
 // message length allows up to 4 GiB - 1), both modes, every byte compared.
 TEST(TransportSim, OneGibibyteWrite) {
 #if defined(__SANITIZE_ADDRESS__)

@@ -1,8 +1,8 @@
-// Verified transfers through each impairment alone and all mixed (issue 4,
-// point 9): 10,000 messages of 1 B .. 1 MiB on 4 streams mixing WRITE,
-// WRITE_IMM and SEND. The harness checks every byte, every completion (once,
-// in order per stream), canaries and window limits; each test adds the exact
-// counter relations that impairment implies.
+// Verified transfers through each impairment alone and all mixed: 10,000
+// messages of 1 B .. 1 MiB on 4 streams mixing WRITE, WRITE_IMM and SEND.
+// The harness checks every byte, every completion (once, in order per
+// stream), canaries and window limits; each test adds the exact counter
+// relations that impairment implies.
 #include <cstdio>
 #include <cstdlib>
 

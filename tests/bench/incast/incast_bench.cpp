@@ -1,4 +1,4 @@
-// Congestion control in virtual time (issue 5, point 7):
+// Congestion control in virtual time:
 //  1. 16-to-1 incast of long flows into one 100 Gb/s switch port, 10 us base
 //     RTT: metaroce (ECN-AIMD + receiver fair share) and DCQCN (rocev2):
 //     time until every flow is within 10% of its fair share, aggregate

@@ -3,7 +3,7 @@
 the inline fabric on its default emulated link: a row without the rate limit,
 then lossless, 1 % and 10 % random loss on both directions, 1.5 s each,
 every byte verified) and checks, one TAP point each: every message arrived
-intact, the link (not the CPU) was the bottleneck, and the issue's targets,
+intact, the link (not the CPU) was the bottleneck, and the loss targets,
 loosened for a shared 2-vCPU VM: metaroce keeps >= 90 % of its lossless
 goodput at 1 % loss (target 95 %) and >= 75 % at 10 % (target 80 %).
 

@@ -1,5 +1,6 @@
 // ICRC throughput over whole frames (IP header to payload end) at the frame
-// payload sizes of the issue: 64 B, 1 KiB, 4 KiB, 9000 B. Last line: JSON.
+// payload sizes of the ICRC target: 64 B, 1 KiB, 4 KiB, 9000 B. Last line:
+// JSON.
 #include <iostream>
 #include <string>
 #include <vector>

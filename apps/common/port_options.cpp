@@ -1,4 +1,4 @@
-#include "common/remote_options.hpp"
+#include "common/port_options.hpp"
 
 
 #include <fmt/format.h>
@@ -23,7 +23,7 @@ void add_port_options(po::options_description& d) {
                                                     "share cores (default 0: busy poll)");
 }
 
-bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, RemotePortOptions& out,
+bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, stack::EndpointConfig& out,
                        std::string& message) {
   if (vm.count("preset")) out.preset_path = vm["preset"].as<std::string>();
   if (vm.count("iface")) out.iface = vm["iface"].as<std::string>();
@@ -54,7 +54,7 @@ bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal
     return false;
   }
   std::uint32_t ip = 0;
-  if (!parse_ipv4(out.local_ip, ip)) {
+  if (!stack::parse_ipv4(out.local_ip, ip)) {
     message = fmt::format("--local-ip '{}' is not an IPv4 address: give A.B.C.D", out.local_ip);
     return false;
   }

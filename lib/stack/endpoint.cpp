@@ -1,14 +1,10 @@
-#include "common/remote_endpoint.hpp"
+#include "stack/endpoint.hpp"
 
-#include <arpa/inet.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
-#include <cstdio>
 #include <initializer_list>
 #include <string_view>
 #include <thread>
@@ -20,12 +16,12 @@
 #include "engine/eal.hpp"
 #include "engine/preset.hpp"
 
-namespace metaroce::apps {
+namespace metaroce::stack {
 
 namespace {
 
 // The preset with --iface applied.
-bool load_remote_preset(const RemotePortOptions& o, engine::DriverPreset& preset, std::string& error) {
+bool load_remote_preset(const EndpointConfig& o, engine::DriverPreset& preset, std::string& error) {
   if (!engine::load_preset(o.preset_path, preset, error)) return false;
   if (!o.iface.empty()) {
     std::string args = preset.port.vdev_args;
@@ -110,7 +106,7 @@ std::vector<std::string> port_eal_arguments(const std::string& program, const st
   return args;
 }
 
-bool start_remote_eal(const RemotePortOptions& o, std::string& error) {
+bool start_eal(const EndpointConfig& o, std::string& error) {
   if (!o.preset_path.empty()) {
     engine::DriverPreset preset;
     if (!load_remote_preset(o, preset, error)) return false;
@@ -158,7 +154,7 @@ void Endpoint::idle(std::size_t work) const {
   if (work == 0 && idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us));
 }
 
-bool open_endpoint(const RemotePortOptions& o, Endpoint& e, std::string& error) {
+bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   engine::PortSetup setup;
   engine::EngineHostConfig host_config;
   std::string device = o.port_name;
@@ -240,67 +236,11 @@ bool wait_for_events(Endpoint& e, const std::vector<std::uint64_t>& ids, cm::Eve
   return all_ok;
 }
 
-namespace {
-std::atomic<bool> stop_signalled{false};
-extern "C" void on_stop_signal(int) { stop_signalled.store(true); }
-}  // namespace
-
-void catch_stop_signals() {
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-}
-bool stop_requested() noexcept { return stop_signalled.load(); }
-const std::atomic<bool>& stop_flag() noexcept { return stop_signalled; }
-
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 void tolerate_stalls(transport::ConnectionConfig& c) noexcept {
   c.initial_rto = 5'000'000;
   c.min_rto = 2'000'000;
   c.retry_limit = 50;
   c.rnr_retry_limit = 50;
-}
-
-void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
-                       const engine::EngineCounters& engine, const cm::Counters& cm) {
-  j.begin_object("connection_counters");
-  connections.for_each([&](std::string_view name, std::uint64_t v) { j.add(name, v); });
-  j.end_object();
-  j.begin_object("engine");
-  engine.visit([&](const std::string& name, std::uint64_t v) { j.add(name, v); });
-  j.end_object();
-  j.begin_object("cm");
-#define METAROCE_APPS_CM(name, what) j.add(#name, cm.name);
-  METAROCE_CM_COUNTERS(METAROCE_APPS_CM)
-#undef METAROCE_APPS_CM
-  j.end_object();
-}
-
-bool parse_ipv4(const std::string& text, std::uint32_t& out) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
-  out = ntohl(a.s_addr);
-  return true;
-}
-
-bool parse_mac(const std::string& text, wire::MacAddress& out) {
-  unsigned v[6];
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
-    return false;
-  for (int i = 0; i < 6; ++i) {
-    if (v[i] > 255) return false;
-    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v[i]);
-  }
-  return true;
-}
-
-std::string mac_string(const wire::MacAddress& m) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
 std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name,
@@ -324,4 +264,4 @@ std::uint64_t path_retransmissions(const transport::Connection& c) {
   return n;
 }
 
-}  // namespace metaroce::apps
+}  // namespace metaroce::stack

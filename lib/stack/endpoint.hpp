@@ -1,9 +1,11 @@
-// One end of a run between processes on a real DPDK port: the port (a
-// drivers-config preset, with --iface applied, or a device EAL was told to
-// create after `--`), its engine host and an in-band connection manager
-// (lib/cm), all driven by the calling lcore. Shared by metaroce-perf
-// --server/--client, metaroce-gen and metaroce-sink; plus the small helpers
-// they all need (addresses, congestion control by name, counter sums).
+// lib/stack: the composition an application uses. An endpoint is one end
+// of a run on a real DPDK port: the port (a drivers-config preset, with its
+// interface replaced if asked, or a device EAL was told to create), its
+// engine host, an in-band connection manager (lib/cm) and the host's
+// telemetry, all driven by the calling lcore; plus the small helpers every
+// user needs (congestion control by name, counter sums, timers that
+// tolerate a shared VM). metaroce-perf --server/--client, metaroce-gen,
+// metaroce-sink and the public API (include/metaroce) are built on it.
 #pragma once
 
 #include <atomic>
@@ -13,18 +15,18 @@
 #include <vector>
 
 #include "cm/manager.hpp"
-#include "common/json_line.hpp"
 #include "engine/eal.hpp"
 #include "engine/engine_host.hpp"
 #include "engine/port.hpp"
 #include "engine/telemetry.hpp"
 #include "transport/connection.hpp"
+#include "stack/address.hpp"
 #include "transport/counters.hpp"
 #include "wire/headers.hpp"
 
-namespace metaroce::apps {
+namespace metaroce::stack {
 
-struct RemotePortOptions {
+struct EndpointConfig {
   std::string program = "metaroce";  // EAL program name; the file prefix is <program>-<pid>
   std::string preset_path;           // --preset FILE (drivers-config)
   std::string iface;                 // --iface NAME: replaces the preset's iface=
@@ -49,7 +51,7 @@ struct RemotePortOptions {
 // --iface applied) or from the EAL arguments (port_eal_arguments); a file
 // prefix of its own per process (<program>-<pid>, unless the EAL arguments
 // give --file-prefix), so several run on one host.
-bool start_remote_eal(const RemotePortOptions& options, std::string& error);
+bool start_eal(const EndpointConfig& options, std::string& error);
 
 // The EAL command line for --port: the user's arguments after the defaults a
 // preset gets for what they leave out: `-l 0` without -l/-c/--lcores;
@@ -101,7 +103,7 @@ struct Endpoint {
 // net_memif or net_vhost, whose link waits for a peer process), creates the
 // host and the manager (its local address from options.local_ip and the
 // port's MAC). False with a one-line error naming the fix.
-bool open_endpoint(const RemotePortOptions& options, Endpoint& endpoint, std::string& error);
+bool open_endpoint(const EndpointConfig& options, Endpoint& endpoint, std::string& error);
 
 // Client, one or several attempts at once: turns until each id has its event
 // `kind` or `failed` (out[i] for ids[i]; an id already answered keeps its
@@ -111,31 +113,11 @@ bool open_endpoint(const RemotePortOptions& options, Endpoint& endpoint, std::st
 bool wait_for_events(Endpoint& endpoint, const std::vector<std::uint64_t>& ids, cm::EventKind kind,
                      std::vector<cm::Event>& out, const std::atomic<bool>& interrupted);
 
-// SIGINT and SIGTERM from now on set the flag stop_requested() reads.
-void catch_stop_signals();
-[[nodiscard]] bool stop_requested() noexcept;
-[[nodiscard]] const std::atomic<bool>& stop_flag() noexcept;
-
-// CLOCK_MONOTONIC in ns: one clock for every process on a host (a
-// generator's post time read by the sink), unlike the engine's TSC clock.
-[[nodiscard]] std::uint64_t monotonic_ns() noexcept;
-
 // Timers for this kind of machine: a shared VM deschedules a polling thread
 // for milliseconds (doc/ENGINE.md), which should cost timeouts, not the
 // connection: 5 ms initial RTO, 2 ms minimum, 50 retries.
 void tolerate_stalls(transport::ConnectionConfig& config) noexcept;
 
-// A run's counters as three objects of a JSON summary:
-// "connection_counters", "engine", "cm".
-void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
-                       const engine::EngineCounters& engine, const cm::Counters& cm);
-
-bool parse_ipv4(const std::string& text, std::uint32_t& out);
-bool parse_mac(const std::string& text, wire::MacAddress& out);
-std::string mac_string(const wire::MacAddress& mac);
-
-// By lib/cc name; nullptr for "" or "none" (the path window bounds each
-// path), or on error (`error` set).
 // The controller `name` sized for `connection` (its paths); nullptr for "" or
 // "none"; nullptr and `error` for an unknown name.
 std::unique_ptr<transport::CongestionControl> make_congestion_control(const std::string& name,
@@ -147,4 +129,4 @@ void add_counters(transport::ConnectionCounters& a, const transport::ConnectionC
 // Data packets resent, summed over the connection's paths.
 std::uint64_t path_retransmissions(const transport::Connection& connection);
 
-}  // namespace metaroce::apps
+}  // namespace metaroce::stack

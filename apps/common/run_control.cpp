@@ -1,0 +1,44 @@
+#include "common/run_control.hpp"
+
+#include <time.h>
+
+#include <csignal>
+#include <string>
+#include <string_view>
+
+namespace metaroce::apps {
+
+namespace {
+std::atomic<bool> stop_signalled{false};
+extern "C" void on_stop_signal(int) { stop_signalled.store(true); }
+}  // namespace
+
+void catch_stop_signals() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+bool stop_requested() noexcept { return stop_signalled.load(); }
+const std::atomic<bool>& stop_flag() noexcept { return stop_signalled; }
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
+                       const engine::EngineCounters& engine, const cm::Counters& cm) {
+  j.begin_object("connection_counters");
+  connections.for_each([&](std::string_view name, std::uint64_t v) { j.add(name, v); });
+  j.end_object();
+  j.begin_object("engine");
+  engine.visit([&](const std::string& name, std::uint64_t v) { j.add(name, v); });
+  j.end_object();
+  j.begin_object("cm");
+#define METAROCE_APPS_CM(name, what) j.add(#name, cm.name);
+  METAROCE_CM_COUNTERS(METAROCE_APPS_CM)
+#undef METAROCE_APPS_CM
+  j.end_object();
+}
+
+}  // namespace metaroce::apps

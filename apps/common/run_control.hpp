@@ -1,0 +1,30 @@
+// What every app's run needs beside the endpoint: a stop flag that SIGINT
+// and SIGTERM set, one clock for every process on a host, and a run's
+// counters as JSON.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "cm/manager.hpp"
+#include "common/json_line.hpp"
+#include "engine/engine_counters.hpp"
+#include "transport/counters.hpp"
+
+namespace metaroce::apps {
+
+// SIGINT and SIGTERM from now on set the flag stop_requested() reads.
+void catch_stop_signals();
+[[nodiscard]] bool stop_requested() noexcept;
+[[nodiscard]] const std::atomic<bool>& stop_flag() noexcept;
+
+// CLOCK_MONOTONIC in ns: one clock for every process on a host (a
+// generator's post time read by the sink), unlike the engine's TSC clock.
+[[nodiscard]] std::uint64_t monotonic_ns() noexcept;
+
+// A run's counters as three objects of a JSON summary:
+// "connection_counters", "engine", "cm".
+void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
+                       const engine::EngineCounters& engine, const cm::Counters& cm);
+
+}  // namespace metaroce::apps

@@ -1,0 +1,224 @@
+// An endpoint: one DPDK port driven by the calling thread, with the
+// transport's connections on it, an in-band connection manager (connection
+// requests and replies are RoCEv2 datagrams to QP 1) and telemetry. This is
+// the API a program uses to move bytes; doc/API.md walks through it with
+// the programs in examples/.
+//
+// Threading: an Endpoint and its connections belong to the thread that
+// opened it. Nothing here takes a lock; call everything from that thread.
+// DPDK's EAL starts with the first Endpoint of a process (once per process).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metaroce/counters.hpp"
+#include "metaroce/types.hpp"
+
+namespace metaroce {
+
+class Connection;
+
+struct EndpointConfig {
+  // The port, one of:
+  std::string preset;  // a drivers-config file (share/metaroce/drivers-config/*.ini)
+  std::string iface;   // with `preset`: replaces its iface= (net_af_packet, net_tap)
+  std::string port;    // a device the EAL arguments create, e.g. "net_memif0"
+  // With `port`: EAL arguments, e.g. {"--vdev", "net_memif0,role=server,socket=/tmp/m.sock"}.
+  // What they leave out gets defaults: -l 0, --no-pci, --no-huge -m 512
+  // --no-shconf (or --in-memory -m 512 when hugepages are free).
+  std::vector<std::string> eal_args;
+
+  std::string local_ip;               // this end's IPv4 address, A.B.C.D
+  std::string program = "metaroce";   // EAL's program name; its file prefix is <program>-<pid>
+  std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (--port)
+  std::uint32_t max_connections = 1024;
+  std::uint32_t idle_sleep_us = 0;    // sleep this long after a turn with nothing to do (0: busy poll)
+  double connect_timeout_s = 3.0;     // connection requests are repeated for this long
+};
+
+struct ConnectOptions {
+  std::string peer_mac;                // the next hop's MAC, xx:xx:xx:xx:xx:xx
+  std::string mode = "metaroce";       // or "rocev2": go-back-N over one path, the baseline
+  std::string congestion = "metaroce"; // a lib/cc algorithm: metaroce, dcqcn, fixed, or none
+  std::uint16_t paths = 4;             // UDP source ports the connection sprays over
+  std::uint16_t streams = 1;           // ordered streams (completions are in order per stream)
+  std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it)
+  std::uint32_t path_window = 0;       // packets in flight per path (0: the transport's default)
+  std::uint32_t psn_window = 0;        // packets in flight per connection (0: the default)
+  std::uint16_t first_src_port = 0;    // the first path's UDP source port (0: the default)
+  std::vector<std::uint8_t> private_data;  // at most 64 bytes, for the server's accept function
+};
+
+// A connection request as the server's accept function sees it.
+struct IncomingRequest {
+  std::string peer_ip;
+  std::uint32_t peer_qpn = 0;
+  std::string mode;        // "metaroce" or "rocev2"
+  std::string congestion;  // what the client asked for ("" for none)
+  std::uint16_t paths = 0;
+  std::uint16_t streams = 0;
+  std::uint32_t mtu = 0;
+  std::vector<std::uint8_t> private_data;  // the client's ConnectOptions::private_data
+};
+
+// What the accept function answers.
+enum class Verdict : std::uint8_t {
+  accept,
+  refuse,             // the application says no
+  refuse_bad_request, // the request does not suit (private data, mode, ...)
+  refuse_no_room,     // no room for another connection now
+};
+
+// Called for each request with its connection already made (accept:
+// register memory, post receives in it now, before the client's first
+// packet can arrive; refuse: it is destroyed). reply_private_data (at most
+// 64 bytes) goes back to the client.
+using AcceptFunction =
+    std::function<Verdict(const IncomingRequest& request, Connection& connection, std::vector<std::uint8_t>& reply_private_data)>;
+
+// How one close went (Endpoint::close_all).
+struct CloseResult {
+  bool answered = false;                // the server answered the disconnect request
+  std::string error;                    // why not, when it did not
+  std::vector<std::uint8_t> reply_data;  // the server's Connection::set_close_reply
+};
+
+class Endpoint {
+ public:
+  // Starts EAL (the first time in a process), opens and starts the port,
+  // waits for its link. nullptr with a one-line `error` that names the fix.
+  static std::unique_ptr<Endpoint> open(const EndpointConfig& config, std::string& error);
+  // Turns once more, so that answers due (a disconnect reply) leave.
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Bytes the network may touch: posts name them by key, the peer writes
+  // into them by key. Invalid (key 0) with `error` when they cannot be.
+  MemoryRegion register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error);
+  // False when `region` is not registered here.
+  bool deregister_memory(const MemoryRegion& region);
+
+  // Client: asks the peer for a connection and turns until it answers.
+  // nullptr with `error` (rejected, no answer within connect_timeout_s, a
+  // bad address). The connection lives until close().
+  Connection* connect(const std::string& peer_ip, const ConnectOptions& options, std::string& error);
+  // Client: one request per entry of `options`, all in flight at once (as
+  // thousands of connections are set up); the connections in the same
+  // order. All or none: when one fails, `error` names it and those that
+  // were made are closed.
+  std::vector<Connection*> connect_all(const std::string& peer_ip, const std::vector<ConnectOptions>& options,
+                                       std::string& error);
+
+  // Server: from now on, requests are answered by `accept` (none: accept
+  // every request with no reply data). With queue_for_accept, accepted
+  // connections also wait for accept(); a server that takes them in its
+  // accept function says false.
+  void listen(AcceptFunction accept = {}, bool queue_for_accept = true);
+  // Server: turns until a connection was accepted, up to timeout_s; nullptr
+  // and `error` when none came.
+  Connection* accept(double timeout_s, std::string& error);
+
+  // Client: sends the disconnect request and turns until the server answers
+  // (or timeout); then, either side, the connection is destroyed (its
+  // unfinished work completes as flushed first). False and `error` when the
+  // server did not answer; the connection is gone all the same.
+  bool close(Connection* connection, std::string& error);
+  // Closes several at once, the disconnect requests in flight together,
+  // each carrying its entry of `request_data` (empty, or one per
+  // connection; at most 64 bytes each; the server reads it as
+  // peer_close_data). Every connection is gone afterwards.
+  std::vector<CloseResult> close_all(const std::vector<Connection*>& connections,
+                                     const std::vector<std::vector<std::uint8_t>>& request_data = {});
+
+  // Server: called from poll() when a client closed one of its connections
+  // (its disconnect request came: peer_close_data() has what it carried),
+  // or started over with a new incarnation (superseded). The handler may
+  // set_close_reply (the answer goes at the next turn) and close() it.
+  // Completions delivered in the same turn come before it.
+  void set_peer_close_handler(std::function<void(Connection& connection, bool superseded)> handler);
+
+  // Makes every wait (connect, accept, close, run_until, wait_completion)
+  // return early, as on a timeout, from now on. Safe in a signal handler.
+  void request_stop() noexcept;
+  [[nodiscard]] bool stop_requested() const noexcept;
+
+  // One turn: receive, timers, transmit, the connection manager,
+  // telemetry; completions go to each connection's queue or handler.
+  // Returns the work done (0: nothing happened).
+  std::size_t poll();
+  // Turns until `done()` is true or timeout_s passed; false on timeout.
+  bool run_until(const std::function<bool()>& done, double timeout_s);
+
+  // "host" (frames, drops by cause, the port's own drops), "cm" (the
+  // connection manager) and "connection" (the sum over open connections).
+  [[nodiscard]] std::vector<CounterGroup> counters() const;
+  [[nodiscard]] std::string mac() const;        // the port's, xx:xx:xx:xx:xx:xx
+  [[nodiscard]] std::string port_name() const;  // e.g. net_memif0
+  [[nodiscard]] std::size_t connections() const noexcept;
+
+  struct Impl;
+
+ private:
+  explicit Endpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One connection of an endpoint: its posts and completions. Owned by the
+// endpoint; valid until Endpoint::close or the endpoint's destruction.
+class Connection {
+ public:
+  PostResult post_send(const SendWork& work);
+  PostResult post_receive(const ReceiveWork& work);
+
+  // Takes up to `max` completions already delivered by Endpoint::poll, in
+  // order per stream. Returns how many.
+  std::size_t poll_completions(Completion* out, std::size_t max);
+  // Turns the endpoint until a completion is here (then takes it) or
+  // timeout_s passed (false).
+  bool wait_completion(Completion& out, double timeout_s);
+  // From now on completions go to `handler`, called from Endpoint::poll,
+  // instead of the queue poll_completions reads. An empty one undoes it.
+  void set_completion_handler(std::function<void(const Completion&)> handler);
+
+  // The server's reply data (client) or the client's request data (server).
+  [[nodiscard]] const std::vector<std::uint8_t>& peer_private_data() const noexcept;
+  [[nodiscard]] std::uint32_t qpn() const noexcept;
+  [[nodiscard]] std::uint32_t peer_qpn() const noexcept;
+  // True once the connection failed (retry limit, the peer's error) or the
+  // peer closed it: posts are refused, close() it.
+  [[nodiscard]] bool failed() const noexcept;
+  [[nodiscard]] bool closed_by_peer() const noexcept;
+  // Server: what the client's disconnect request carried (once closed_by_peer).
+  [[nodiscard]] const std::vector<std::uint8_t>& peer_close_data() const noexcept;
+  // Server: what the answer to the client's disconnect request carries (at
+  // most 64 bytes); set it before the request comes, or in the completion
+  // handler that sees the last message.
+  void set_close_reply(std::vector<std::uint8_t> data);
+
+  // What each path has done so far (paths() of them).
+  [[nodiscard]] std::vector<PathStats> paths() const;
+  [[nodiscard]] std::uint16_t streams() const noexcept;
+  [[nodiscard]] std::uint32_t mtu() const noexcept;
+  [[nodiscard]] std::string mode() const;
+  // This connection's counters (packets, retransmissions, drops by cause).
+  [[nodiscard]] CounterGroup counters() const;
+
+  struct Impl;
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  // The library's own: a program gets its connections from Endpoint or Simulation.
+  explicit Connection(std::unique_ptr<Impl> impl);
+  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace metaroce

@@ -1,0 +1,407 @@
+// The public Endpoint (include/metaroce/endpoint.hpp) on lib/stack's
+// endpoint: a port, its engine host, the connection manager and telemetry.
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/eal.hpp"
+#include "stack/api_internal.hpp"
+#include "stack/endpoint.hpp"
+
+namespace metaroce {
+
+namespace {
+
+std::string ipv4_string(std::uint32_t host_order) {
+  in_addr a{};
+  a.s_addr = htonl(host_order);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
+struct Endpoint::Impl final : ConnectionOwner {
+  stack::Endpoint endpoint;
+  double connect_timeout_s = 3.0;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Connection>> connections;  // by local QPN
+  std::deque<Connection*> accepted;                                            // not yet taken by accept()
+  AcceptFunction accept_function;
+  bool queue_for_accept = true;
+  std::unordered_map<std::uint64_t, cm::Event> client_events;  // by connect() handle
+  std::vector<transport::Completion> scratch;
+  std::atomic<bool> stop{false};
+  std::function<void(Connection&, bool)> peer_close_handler;
+  std::vector<cm::Event> events;  // this turn's, handled after its completions
+
+  Connection* adopt(transport::Connection& c, std::uint64_t cm_id, bool server, std::vector<std::uint8_t> peer) {
+    auto owned = Connection::Impl::wrap(*this, c, std::move(peer));
+    owned->impl().cm_id = cm_id;
+    owned->impl().server = server;
+    Connection* raw = owned.get();
+    connections[c.config().local_qpn] = std::move(owned);
+    return raw;
+  }
+
+  Connection* find(std::uint64_t local_qpn) {
+    const auto at = connections.find(static_cast<std::uint32_t>(local_qpn));
+    return at == connections.end() ? nullptr : at->second.get();
+  }
+
+  std::size_t turn() {
+    std::size_t work = endpoint.turn();
+    // Completions first: a close handler sees every message that came before the close.
+    work += deliver_completions(endpoint.host->host(), scratch);
+    events.swap(endpoint.events);  // handlers may turn (close_all): they fill endpoint.events anew
+    for (cm::Event& ev : events) {
+      switch (ev.kind) {
+        case cm::EventKind::established:
+        case cm::EventKind::failed: client_events[ev.id] = std::move(ev); break;
+        case cm::EventKind::disconnected: {
+          Connection* c = find(ev.id);
+          if (c != nullptr && c->impl().server) {  // the client's DREQ: the DREP goes at the next turn
+            Connection::Impl& i = c->impl();
+            i.closed_by_peer = true;
+            i.peer_close_data = std::move(ev.peer_private_data);
+            if (!i.close_reply.empty()) endpoint.cm->set_disconnect_reply(c->qpn(), i.close_reply);
+            if (peer_close_handler) peer_close_handler(*c, false);
+          } else {
+            client_events[ev.id] = std::move(ev);  // the server's DREP (or its absence)
+          }
+          break;
+        }
+        case cm::EventKind::superseded:
+          if (Connection* c = find(ev.id)) {
+            c->impl().closed_by_peer = true;
+            if (peer_close_handler) peer_close_handler(*c, true);
+          }
+          break;
+        case cm::EventKind::ready: break;
+      }
+    }
+    events.clear();
+    return work;
+  }
+
+  bool turn_until(const std::function<bool()>& done, double seconds) override {
+    const auto deadline = deadline_after(seconds);
+    while (!done()) {
+      if (Clock::now() >= deadline || stop.load(std::memory_order_relaxed)) return false;
+      endpoint.idle(turn());
+    }
+    return true;
+  }
+
+  // A request for `options`; false and `error` for a bad address or MAC.
+  bool request_for(const std::string& peer_ip, const ConnectOptions& o, cm::ConnectRequest& request,
+                   std::string& error) const {
+    if (!transport::mode_from_string(o.mode, request.connection.mode)) {
+      error = fmt::format("mode '{}' is not one: give metaroce or rocev2", o.mode);
+      return false;
+    }
+    request.connection.mtu = o.mtu;
+    request.connection.paths = o.paths;
+    request.connection.streams = o.streams;
+    if (o.path_window != 0) request.connection.path_window = o.path_window;
+    if (o.psn_window != 0) request.connection.psn_window = o.psn_window;
+    if (o.first_src_port != 0) request.connection.base_src_port = o.first_src_port;
+    stack::tolerate_stalls(request.connection);
+    if (!stack::parse_ipv4(peer_ip, request.connection.endpoints.peer_ipv4)) {
+      error = fmt::format("peer address '{}' is not an IPv4 address: give A.B.C.D", peer_ip);
+      return false;
+    }
+    if (!stack::parse_mac(o.peer_mac, request.connection.endpoints.peer_mac)) {
+      error = fmt::format("peer MAC '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
+      return false;
+    }
+    request.cc = o.congestion == "none" ? "" : o.congestion;
+    request.private_data = o.private_data;
+    return true;
+  }
+
+  // The client's connection for an established event; nullptr and `error`.
+  Connection* establish(cm::Event& ev, std::string& error) {
+    auto congestion = stack::make_congestion_control(ev.cc, ev.config, error);
+    if (!error.empty()) return nullptr;
+    transport::Connection* c = endpoint.add_connection(ev.config, std::move(congestion), error);
+    if (c == nullptr) return nullptr;
+    Connection* out = adopt(*c, ev.id, false, std::move(ev.peer_private_data));
+    c->connect();
+    return out;
+  }
+
+  void destroy(Connection* c) {
+    const std::uint32_t qpn = c->qpn();
+    const bool server = c->impl().server;
+    std::erase(accepted, c);
+    connections.erase(qpn);  // untags the transport connection first
+    endpoint.remove_connection(qpn);
+    if (server) endpoint.cm->forget(qpn);
+  }
+};
+
+Endpoint::Endpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Endpoint::~Endpoint() {
+  if (!impl_) return;
+  // No handler runs from here on: what they refer to may be gone already.
+  impl_->peer_close_handler = {};
+  for (auto& [qpn, c] : impl_->connections) c->impl().handler = {};
+  impl_->endpoint.turn();         // answers due leave (a DREP for a connection closed just now)
+  impl_->connections.clear();     // the public connections go before the host's
+}
+
+std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
+  stack::EndpointConfig c;
+  c.program = config.program;
+  c.preset_path = config.preset;
+  c.iface = config.iface;
+  c.port_name = config.port;
+  c.eal_args = config.eal_args;
+  c.local_ip = config.local_ip;
+  c.mtu = config.mtu;
+  c.max_connections = config.max_connections;
+  c.idle_sleep_us = config.idle_sleep_us;
+  c.cm_timeout_s = config.connect_timeout_s;
+  if (c.preset_path.empty() == c.port_name.empty()) {
+    error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
+            "arguments that create it";
+    return nullptr;
+  }
+  std::uint32_t ip = 0;
+  if (!stack::parse_ipv4(c.local_ip, ip)) {
+    error = fmt::format("local address '{}' is not an IPv4 address: give A.B.C.D", c.local_ip);
+    return nullptr;
+  }
+  if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->connect_timeout_s = config.connect_timeout_s;
+  if (!stack::open_endpoint(c, impl->endpoint, error)) return nullptr;
+  return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));  // requests are refused until listen()
+}
+
+MemoryRegion Endpoint::register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error) {
+  MemoryRegion r;
+  if (addr == nullptr || length == 0) {
+    error = "register_memory: give a non-empty buffer";
+    return r;
+  }
+  const std::uint32_t key = impl_->endpoint.host->memory().register_region(addr, length, access);
+  if (key == 0) {
+    error = "register_memory: the registry is full: deregister regions no longer in use";
+    return r;
+  }
+  return MemoryRegion{addr, length, key};
+}
+
+bool Endpoint::deregister_memory(const MemoryRegion& region) {
+  return impl_->endpoint.host->memory().deregister(region.key);
+}
+
+Connection* Endpoint::connect(const std::string& peer_ip, const ConnectOptions& o, std::string& error) {
+  const std::vector<Connection*> made = connect_all(peer_ip, {o}, error);
+  return made.empty() ? nullptr : made.front();
+}
+
+std::vector<Connection*> Endpoint::connect_all(const std::string& peer_ip, const std::vector<ConnectOptions>& options,
+                                               std::string& error) {
+  stack::Endpoint& e = impl_->endpoint;
+  std::vector<std::uint64_t> ids;
+  ids.reserve(options.size());
+  const auto which = [&](std::size_t k) {
+    return options.size() > 1 ? fmt::format("connection {} of {}: ", k + 1, options.size()) : std::string();
+  };
+  for (std::size_t k = 0; k < options.size(); ++k) {
+    cm::ConnectRequest request;
+    std::string problem;
+    std::uint64_t id = 0;
+    if (impl_->request_for(peer_ip, options[k], request, problem)) id = e.cm->connect(e.host->now_ns(), request, problem);
+    if (id == 0) {
+      error = which(k) + problem;
+      // Those already asked for are dropped when they answer (no event is waited for).
+      return {};
+    }
+    ids.push_back(id);
+  }
+  const double wait_s = impl_->connect_timeout_s + 1.0;  // the manager gives up first, with its reason
+  std::size_t answered = 0;
+  impl_->turn_until([&] {
+    while (answered < ids.size() && impl_->client_events.contains(ids[answered])) ++answered;
+    return answered == ids.size();
+  }, wait_s);
+  std::vector<Connection*> made(ids.size(), nullptr);
+  std::string problem;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const auto at = impl_->client_events.find(ids[k]);
+    if (at == impl_->client_events.end()) {
+      if (problem.empty())
+        problem = which(k) + (impl_->stop ? std::string("interrupted")
+                                          : fmt::format("no answer from {} in {} s: is a server listening there?",
+                                                        peer_ip, wait_s));
+      continue;
+    }
+    cm::Event ev = std::move(at->second);
+    impl_->client_events.erase(at);
+    if (ev.kind != cm::EventKind::established) {
+      if (problem.empty()) problem = which(k) + ev.error;
+      continue;
+    }
+    std::string why;
+    made[k] = impl_->establish(ev, why);
+    if (made[k] == nullptr && problem.empty()) problem = which(k) + why;
+  }
+  if (problem.empty()) return made;
+  std::vector<Connection*> opened;
+  for (Connection* c : made)
+    if (c != nullptr) opened.push_back(c);
+  close_all(opened);
+  error = problem;
+  return {};
+}
+
+void Endpoint::listen(AcceptFunction accept, bool queue_for_accept) {
+  impl_->accept_function = std::move(accept);
+  impl_->queue_for_accept = queue_for_accept;
+  Impl* impl = impl_.get();
+  impl->endpoint.cm->listen([impl](const transport::ConnectionConfig& config, const cm::Message& request,
+                                   std::vector<std::uint8_t>& reply) {
+    IncomingRequest in;
+    in.peer_ip = ipv4_string(config.endpoints.peer_ipv4);
+    in.peer_qpn = config.peer_qpn;
+    in.mode = std::string(transport::to_string(config.mode));
+    in.congestion = request.cc;
+    in.paths = config.paths;
+    in.streams = config.streams;
+    in.mtu = config.mtu;
+    in.private_data = request.private_data;
+    std::string error;
+    auto congestion = stack::make_congestion_control(request.cc, config, error);
+    if (!error.empty()) return cm::RejectReason::bad_parameters;
+    transport::ConnectionConfig c = config;
+    stack::tolerate_stalls(c);
+    transport::Connection* t = impl->endpoint.add_connection(c, std::move(congestion), error);
+    if (t == nullptr) return cm::RejectReason::no_resources;
+    Connection* out = impl->adopt(*t, 0, true, in.private_data);
+    const std::uint32_t qpn = c.local_qpn;
+    out->impl().on_close_reply = [impl, qpn](const std::vector<std::uint8_t>& data) {
+      impl->endpoint.cm->set_disconnect_reply(qpn, data);
+    };
+    t->connect();
+    const Verdict verdict = impl->accept_function ? impl->accept_function(in, *out, reply) : Verdict::accept;
+    if (verdict != Verdict::accept) {
+      impl->connections.erase(qpn);
+      impl->endpoint.remove_connection(qpn);
+      switch (verdict) {
+        case Verdict::refuse_bad_request: return cm::RejectReason::bad_parameters;
+        case Verdict::refuse_no_room: return cm::RejectReason::no_resources;
+        default: return cm::RejectReason::refused;
+      }
+    }
+    if (impl->queue_for_accept) impl->accepted.push_back(out);
+    return cm::RejectReason::none;
+  });
+}
+
+Connection* Endpoint::accept(double timeout_s, std::string& error) {
+  if (!impl_->turn_until([&] { return !impl_->accepted.empty(); }, timeout_s)) {
+    error = fmt::format("no connection request in {} s", timeout_s);
+    return nullptr;
+  }
+  Connection* c = impl_->accepted.front();
+  impl_->accepted.pop_front();
+  return c;
+}
+
+bool Endpoint::close(Connection* c, std::string& error) {
+  const std::vector<CloseResult> r = close_all({c});
+  error = r.front().error;
+  return r.front().answered && error.empty();
+}
+
+std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& connections,
+                                             const std::vector<std::vector<std::uint8_t>>& request_data) {
+  stack::Endpoint& e = impl_->endpoint;
+  std::vector<CloseResult> results(connections.size());
+  std::vector<std::uint64_t> waiting(connections.size(), 0);  // client: the handle whose answer we wait for
+  for (std::size_t k = 0; k < connections.size(); ++k) {
+    Connection* c = connections[k];
+    if (c == nullptr || impl_->find(c->qpn()) != c) {
+      results[k].error = "close: not a connection of this endpoint";
+      continue;
+    }
+    if (c->impl().server) {
+      results[k].answered = true;  // nothing to ask; a DREP due leaves at the next turn
+      continue;
+    }
+    std::vector<std::uint8_t> data = k < request_data.size() ? request_data[k] : std::vector<std::uint8_t>{};
+    if (e.cm->disconnect(e.host->now_ns(), c->impl().cm_id, std::move(data), results[k].error))
+      waiting[k] = c->impl().cm_id;
+  }
+  const double wait_s = impl_->connect_timeout_s + 1.0;
+  std::size_t scanned = 0;
+  impl_->turn_until([&] {
+    while (scanned < waiting.size() && (waiting[scanned] == 0 || impl_->client_events.contains(waiting[scanned])))
+      ++scanned;
+    return scanned == waiting.size();
+  }, wait_s);
+  for (std::size_t k = 0; k < connections.size(); ++k) {
+    if (waiting[k] != 0) {
+      const auto at = impl_->client_events.find(waiting[k]);
+      if (at == impl_->client_events.end()) {
+        results[k].error = impl_->stop ? std::string("interrupted")
+                                       : fmt::format("the server did not answer the disconnect request in {} s", wait_s);
+      } else {
+        results[k].error = std::move(at->second.error);
+        results[k].reply_data = std::move(at->second.peer_private_data);
+        results[k].answered = results[k].error.empty();
+        impl_->client_events.erase(at);
+      }
+    }
+    Connection* c = connections[k];
+    if (c == nullptr || impl_->find(c->qpn()) != c) continue;
+    c->impl().connection->close();
+  }
+  deliver_completions(e.host->host(), impl_->scratch);  // the flushed ones, to handlers and queues
+  for (Connection* c : connections)
+    if (c != nullptr && impl_->find(c->qpn()) == c) impl_->destroy(c);
+  return results;
+}
+
+void Endpoint::set_peer_close_handler(std::function<void(Connection&, bool)> handler) {
+  impl_->peer_close_handler = std::move(handler);
+}
+
+void Endpoint::request_stop() noexcept { impl_->stop.store(true, std::memory_order_relaxed); }
+bool Endpoint::stop_requested() const noexcept { return impl_->stop.load(std::memory_order_relaxed); }
+
+std::size_t Endpoint::poll() { return impl_->turn(); }
+
+bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
+  return impl_->turn_until(done, timeout_s);
+}
+
+std::vector<CounterGroup> Endpoint::counters() const {
+  std::vector<CounterGroup> out(3);
+  out[0].name = "host";
+  impl_->endpoint.host->refresh_port_counters();
+  impl_->endpoint.host->counters().visit(
+      [&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
+  out[1].name = "cm";
+  const cm::Counters& cm = impl_->endpoint.cm->counters();
+#define METAROCE_PUBLIC_CM(name, what) out[1].counters.push_back({#name, cm.name});
+  METAROCE_CM_COUNTERS(METAROCE_PUBLIC_CM)
+#undef METAROCE_PUBLIC_CM
+  transport::ConnectionCounters sum;
+  for (const auto& [qpn, c] : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
+  out[2] = {"connection", counter_list(sum)};
+  return out;
+}
+
+std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
+std::string Endpoint::port_name() const { return impl_->endpoint.port->name(); }
+std::size_t Endpoint::connections() const noexcept { return impl_->connections.size(); }
+
+}  // namespace metaroce
