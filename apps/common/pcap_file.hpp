@@ -14,6 +14,7 @@ struct pcap_dumper;
 
 namespace metaroce::apps {
 
+// Frees libpcap's handles; defined where pcap.h is included.
 struct PcapCloser {
   void operator()(pcap* p) const noexcept;
   void operator()(pcap_dumper* d) const noexcept;
