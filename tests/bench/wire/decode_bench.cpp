@@ -186,6 +186,7 @@ BENCHMARK(BM_LineAckNlohmann);
 // A capture of 10,000 frames, data and ACKs alternating, read start to end
 // (the page cache holds it): the reader's cost per record.
 constexpr std::uint64_t capture_frames = 10'000;
+bool capture_written = false;  // so that main removes only a file it made
 
 const std::string& capture_path() {
   static const std::string path = [] {
@@ -207,6 +208,7 @@ const std::string& capture_path() {
       std::fprintf(stderr, "%s: write failed\n", p.c_str());
       std::exit(1);
     }
+    capture_written = true;
     return p;
   }();
   return path;
@@ -251,7 +253,7 @@ int main(int argc, char** argv) {
   metaroce::bench::CaptureReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  std::remove(capture_path().c_str());
+  if (capture_written) std::remove(capture_path().c_str());
   const double read_ns = reporter.ns("BM_ReadCapture") * 1e6 / capture_frames;  // ms per file -> ns per record
   metaroce::apps::JsonLine j;
   j.add("bench", "decode");
