@@ -23,29 +23,29 @@ void add_port_options(po::options_description& d) {
                                                     "share cores (default 0: busy poll)");
 }
 
-bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, stack::EndpointConfig& out,
+bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, metaroce::EndpointConfig& out,
                        std::string& message) {
-  if (vm.count("preset")) out.preset_path = vm["preset"].as<std::string>();
+  if (vm.count("preset")) out.preset = vm["preset"].as<std::string>();
   if (vm.count("iface")) out.iface = vm["iface"].as<std::string>();
-  if (vm.count("port")) out.port_name = vm["port"].as<std::string>();
+  if (vm.count("port")) out.port = vm["port"].as<std::string>();
   if (vm.count("local-ip")) out.local_ip = vm["local-ip"].as<std::string>();
   if (!read_in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, out.idle_sleep_us, message) ||
       !read_in_range<std::uint32_t>(vm, "mbufs", 1024, 1u << 20, out.mbufs, message))
     return false;
   out.eal_args = std::move(eal_args);
-  if (out.preset_path.empty() == out.port_name.empty()) {
+  if (out.preset.empty() == out.port.empty()) {
     message = "give a port: --preset FILE (drivers-config/*.ini) or --port NAME with its EAL device after `--`";
     return false;
   }
-  if (!out.preset_path.empty() && !out.eal_args.empty()) {
+  if (!out.preset.empty() && !out.eal_args.empty()) {
     message = "--preset sets the EAL arguments itself: drop those after `--`, or use --port NAME with them";
     return false;
   }
-  if (vm.count("mbufs") && !out.preset_path.empty()) {
+  if (vm.count("mbufs") && !out.preset.empty()) {
     message = "--mbufs is for --port: a preset sets its own mbufs=";
     return false;
   }
-  if (!out.iface.empty() && out.preset_path.empty()) {
+  if (!out.iface.empty() && out.preset.empty()) {
     message = "--iface goes with --preset (its iface=); with --port give iface= in the --vdev after `--`";
     return false;
   }

@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 
 #include "common/command_line.hpp"
-#include "stack/endpoint.hpp"
+#include <metaroce/endpoint.hpp>
+
+#include "stack/address.hpp"
 
 namespace metaroce::apps {
 
@@ -20,7 +22,7 @@ void add_port_options(boost::program_options::options_description& d);
 // Fills `out` from the parsed options and the EAL arguments; false with one
 // line that names the fix when no port or no address was given.
 bool read_port_options(const boost::program_options::variables_map& vm, std::vector<std::string> eal_args,
-                       stack::EndpointConfig& out, std::string& message);
+                       metaroce::EndpointConfig& out, std::string& message);
 
 // Reads option `key` into `out` when it was given; false with "--KEY V is
 // out of range: give MIN..MAX" when it is outside [min, max].

@@ -41,4 +41,18 @@ void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connect
   j.end_object();
 }
 
+void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
+                       const std::vector<metaroce::CounterGroup>& endpoint) {
+  const auto object = [&](const char* name, const metaroce::CounterGroup& g) {
+    j.begin_object(name);
+    for (const metaroce::Counter& c : g.counters) j.add(c.name, c.value);
+    j.end_object();
+  };
+  object("connection_counters", connections);
+  for (const metaroce::CounterGroup& g : endpoint) {
+    if (g.name == "host") object("engine", g);
+    if (g.name == "cm") object("cm", g);
+  }
+}
+
 }  // namespace metaroce::apps

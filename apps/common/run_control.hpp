@@ -6,6 +6,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include <metaroce/counters.hpp>
+
+#include <vector>
+
 #include "cm/manager.hpp"
 #include "common/json_line.hpp"
 #include "engine/engine_counters.hpp"
@@ -26,5 +30,10 @@ void catch_stop_signals();
 // "connection_counters", "engine", "cm".
 void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connections,
                        const engine::EngineCounters& engine, const cm::Counters& cm);
+// The same from the public API's counters: `connections` summed over the
+// run's connections, `endpoint` as Endpoint::counters gives them ("host"
+// becomes "engine").
+void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
+                       const std::vector<metaroce::CounterGroup>& endpoint);
 
 }  // namespace metaroce::apps

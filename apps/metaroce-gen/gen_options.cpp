@@ -116,7 +116,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   if (parsed != ParseOutcome::run) return parsed;
   GenOptions o;
   o.port.program = "metaroce-gen";
-  o.port.host_name = "gen";
+  o.port.name = "gen";
   // Frames are immutable once built: a retransmission still queued when its
   // message completes (and its buffer takes the next message) would
   // otherwise leave with the next message's bytes and fail its ICRC.
@@ -150,7 +150,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
       !read_in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.port.mtu, message) ||
       !read_in_range<std::uint32_t>(vm, "tx-depth", 1, 4096, o.tx_depth, message) ||
       !read_in_range<std::uint64_t>(vm, "iters", 1, std::uint64_t{1} << 40, o.iterations, message) ||
-      !positive(vm, "cm-timeout", 3600.0, o.port.cm_timeout_s, message) ||
+      !positive(vm, "cm-timeout", 3600.0, o.port.connect_timeout_s, message) ||
       !positive(vm, "gbps", 10000.0, o.gbps, message) || !positive(vm, "msg-rate", 1e9, o.msg_rate, message) ||
       !positive(vm, "duration", 86400.0, o.duration_s, message) ||
       !positive(vm, "drain-timeout", 3600.0, o.drain_timeout_s, message))
@@ -160,11 +160,12 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
     message = "--iters and --duration exclude each other: give one";
     return ParseOutcome::error;
   }
-  if (vm.count("mode") && !transport::mode_from_string(vm["mode"].as<std::string>(), o.mode)) {
-    message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", vm["mode"].as<std::string>());
+  if (vm.count("mode")) o.mode = vm["mode"].as<std::string>();
+  if (o.mode != "metaroce" && o.mode != "rocev2") {
+    message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", o.mode);
     return ParseOutcome::error;
   }
-  if (o.mode == transport::Mode::rocev2) {
+  if (o.mode == "rocev2") {
     if ((vm.count("paths") && o.paths != 1) || (vm.count("streams") && o.streams != 1)) {
       message = "--mode rocev2 has one path and one stream: drop --paths/--streams or give 1";
       return ParseOutcome::error;

@@ -6,24 +6,24 @@
 #include <string>
 #include <vector>
 
-#include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
+#include <metaroce/endpoint.hpp>
+
 #include "common/port_options.hpp"
+#include "common/run_control.hpp"
 #include "common/traffic_message.hpp"
 #include "metaroce-gen/size_distribution.hpp"
-#include "transport/types.hpp"
 
 namespace metaroce::apps::gen {
 
 struct GenOptions {
-  stack::EndpointConfig port;    // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
+  metaroce::EndpointConfig port;  // --preset/--iface or --port, --local-ip, --idle-sleep-us, --cm-timeout
   std::string sink_address;  // --sink A.B.C.D
   std::string peer_mac;      // --peer-mac: the next hop towards the sink
   std::uint32_t connections = 1;
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;
   std::uint32_t path_window = 32;
-  transport::Mode mode = transport::Mode::metaroce;
+  std::string mode = "metaroce";  // or rocev2
   std::string cc;  // empty: none
   traffic::SizeDistribution sizes;
   // Relative weights of write, write-imm, send (index: traffic::Op).

@@ -9,9 +9,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
 #include "fabric/random.hpp"
 #include "metaroce-gen/message_planner.hpp"
 
@@ -23,10 +25,10 @@ constexpr std::uint64_t second_ns = 1'000'000'000;
 // Closed loop with a rate limit: a turn that comes late may catch up this much.
 constexpr std::uint64_t pacing_burst_ns = 50'000;
 
-transport::SendOp send_op(traffic::Op op) {
-  return op == traffic::Op::write       ? transport::SendOp::write
-         : op == traffic::Op::write_imm ? transport::SendOp::write_imm
-                                        : transport::SendOp::send;
+metaroce::Op send_op(traffic::Op op) {
+  return op == traffic::Op::write       ? metaroce::Op::write
+         : op == traffic::Op::write_imm ? metaroce::Op::write_imm
+                                        : metaroce::Op::send;
 }
 
 // One generator connection while it runs.
@@ -37,16 +39,13 @@ struct Live {
     std::uint64_t post_ns = 0;
   };
 
-  std::uint64_t cm_id = 0;
-  bool established = false;
-  bool closed = false;
   bool broken = false;  // a completion failed: nothing more is posted
-  transport::Connection* connection = nullptr;
+  metaroce::Connection* connection = nullptr;
   std::unique_ptr<traffic::MessagePlanner> planner;
   std::uint64_t remote_base = 0;
   std::uint32_t rkey = 0;
   std::vector<std::uint8_t> local;  // tx_depth buffers of slot_bytes
-  std::uint32_t lkey = 0;
+  metaroce::MemoryRegion memory;
   std::vector<std::uint32_t> free_buffers;
   std::vector<InFlight> in_flight;  // by buffer (= wr_id)
   fabric::Random random{1};
@@ -78,9 +77,9 @@ class Generator {
 
  private:
   bool connect_all();
-  bool on_established(Live& l, cm::Event& ev);
-  // Checks connection l's completions `got` (the host hands them over).
-  std::size_t complete(Live& l, const std::vector<transport::Completion>& got, std::uint64_t now);
+  bool on_established(Live& l);
+  // One completion of connection l, as the endpoint delivers it.
+  void complete(Live& l, const metaroce::Completion& c);
   std::size_t post(Live& l, std::uint64_t now);
   void arrivals(std::uint64_t now);
   void close_all();
@@ -93,12 +92,11 @@ class Generator {
 
   const GenOptions& o_;
   std::FILE* progress_;
-  stack::Endpoint e_;
+  std::unique_ptr<metaroce::Endpoint> e_;
   GenResult r_;
   traffic::PlannerLayout layout_;
   std::vector<Live> lives_;
-  std::map<std::uint64_t, std::size_t> by_cm_id_;
-  std::vector<transport::Completion> completions_;
+  std::uint64_t turn_ns_ = 0;  // when this turn began: the time completions are taken at
   double mix_total_ = 0.0;
   double mean_arrival_ns_ = 0.0;
   fabric::Random arrivals_random_;
@@ -110,61 +108,50 @@ class Generator {
   std::uint64_t last_progress_ns_ = 0, progress_completed_ = 0, progress_bytes_ = 0;
 };
 
-bool Generator::on_established(Live& l, cm::Event& ev) {
+bool Generator::on_established(Live& l) {
   traffic::Target target;
-  if (!traffic::decode(ev.peer_private_data, target)) {
+  if (!traffic::decode(l.connection->peer_private_data(), target)) {
     r_.error = fmt::format("the reply to connection {} carried no buffer address: is a metaroce-sink listening at {}?",
                            &l - lives_.data(), o_.sink_address);
     return false;
   }
-  std::string error;
-  auto congestion = stack::make_congestion_control(ev.cc, ev.config, error);
-  if (!error.empty()) {
-    r_.error = error;
-    return false;
-  }
-  l.connection = e_.add_connection(ev.config, std::move(congestion), error);
-  if (l.connection == nullptr) {
-    r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
-    return false;
-  }
-  // The host hands back connections with completions; this is their place in lives_.
-  l.connection->set_user_tag(static_cast<std::uint64_t>(&l - lives_.data()));
-  l.connection->connect();
-  l.result.qpn = ev.config.local_qpn;
+  l.result.qpn = l.connection->qpn();
   l.remote_base = target.address;
   l.rkey = target.rkey;
   l.local.assign(std::uint64_t{o_.tx_depth} * layout_.slot_bytes, 0);
-  l.lkey = e_.host->memory().register_region(l.local.data(), l.local.size(), transport::access_local_write);
+  std::string error;
+  l.memory = e_->register_memory(l.local.data(), l.local.size(), metaroce::access_local_write, error);
+  if (!l.memory.valid()) {
+    r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
+    return false;
+  }
   l.in_flight.resize(o_.tx_depth);
   for (std::uint32_t b = o_.tx_depth; b-- > 0;) l.free_buffers.push_back(b);
   l.planner = std::make_unique<traffic::MessagePlanner>(layout_);
-  l.established = true;
+  l.connection->set_completion_handler([this, &l](const metaroce::Completion& c) { complete(l, c); });
   return true;
 }
 
 bool Generator::connect_all() {
   std::random_device device;
   r_.run = (std::uint64_t{device()} << 32 | device()) | 1;
-  cm::ConnectRequest request;
-  request.connection.mode = o_.mode;
-  request.connection.mtu = o_.port.mtu;
-  request.connection.paths = o_.paths;
-  request.connection.streams = o_.streams;
-  request.connection.path_window = o_.path_window;
-  stack::tolerate_stalls(request.connection);
-  stack::parse_ipv4(o_.sink_address, request.connection.endpoints.peer_ipv4);
-  stack::parse_mac(o_.peer_mac, request.connection.endpoints.peer_mac);
-  request.cc = o_.cc;
+  metaroce::ConnectOptions request;
+  request.mode = o_.mode;
+  request.mtu = o_.port.mtu;
+  request.paths = o_.paths;
+  request.streams = o_.streams;
+  request.path_window = o_.path_window;
+  request.peer_mac = o_.peer_mac;
+  request.congestion = o_.cc.empty() ? "none" : o_.cc;
   lives_.resize(o_.connections);
+  std::vector<metaroce::ConnectOptions> requests(o_.connections, request);
   for (std::uint32_t i = 0; i < o_.connections; ++i) {
     Live& l = lives_[i];
     l.random = fabric::Random(o_.seed, i);
     l.result.index = i;
     // Each connection its own UDP source ports, so that connections spread
     // over a fabric's ECMP paths as they would over a network.
-    request.connection.base_src_port =
-        static_cast<std::uint16_t>(49152 + (std::uint64_t{i} * o_.paths) % (16384 - 64));
+    requests[i].first_src_port = static_cast<std::uint16_t>(49152 + (std::uint64_t{i} * o_.paths) % (16384 - 64));
     traffic::Offer offer;
     offer.run = r_.run;
     offer.connection = i;
@@ -172,61 +159,38 @@ bool Generator::connect_all() {
     offer.write_slots = layout_.write_slots;
     offer.receives = layout_.receives;
     offer.slot_bytes = layout_.slot_bytes;
-    request.private_data = traffic::encode(offer);
-    std::string error;
-    l.cm_id = e_.cm->connect(e_.host->now_ns(), request, error);
-    if (l.cm_id == 0) {
-      r_.error = error;
-      return false;
-    }
-    by_cm_id_[l.cm_id] = i;
+    requests[i].private_data = traffic::encode(offer);
   }
-  std::uint32_t established = 0;
-  while (established < o_.connections) {
-    const std::size_t work = e_.turn();
-    for (auto& ev : e_.events) {
-      const auto it = by_cm_id_.find(ev.id);
-      if (it == by_cm_id_.end()) continue;
-      Live& l = lives_[it->second];
-      if (ev.kind == cm::EventKind::failed) {
-        r_.error = fmt::format("connection {}: {}", it->second, ev.error);
-        return false;
-      }
-      if (ev.kind == cm::EventKind::established && !l.established) {
-        if (!on_established(l, ev)) return false;
-        ++established;
-      }
-    }
-    e_.events.clear();
-    if (stop_requested()) {
-      r_.error = "interrupted while connecting";
-      return false;
-    }
-    e_.idle(work);
+  const std::vector<metaroce::Connection*> made = e_->connect_all(o_.sink_address, requests, r_.error);
+  if (made.empty()) {
+    if (stop_requested()) r_.error = "interrupted while connecting";
+    return false;
+  }
+  for (std::uint32_t i = 0; i < o_.connections; ++i) {
+    lives_[i].connection = made[i];
+    if (!on_established(lives_[i])) return false;
   }
   return true;
 }
 
-std::size_t Generator::complete(Live& l, const std::vector<transport::Completion>& got, std::uint64_t now) {
-  for (const auto& c : got) {
-    const auto buffer = static_cast<std::uint32_t>(c.wr_id);
-    const Live::InFlight& f = l.in_flight[buffer];
-    l.free_buffers.push_back(buffer);
-    if (c.status == transport::CompletionStatus::success) {
-      l.planner->complete(f.message);
-      ++l.result.completed;
-      l.result.completed_bytes += f.length;
-      l.result.latency.add(now > f.post_ns ? now - f.post_ns : 0);
-      last_completion_ns_ = now;
-    } else {
-      ++l.result.failed;
-      l.broken = true;
-      if (l.result.problem.empty())
-        l.result.problem = fmt::format("message {} ({}) completed with {}", f.message.sequence,
-                                       traffic::to_string(f.message.op), transport::to_string(c.status));
-    }
+void Generator::complete(Live& l, const metaroce::Completion& c) {
+  const std::uint64_t now = turn_ns_;
+  const auto buffer = static_cast<std::uint32_t>(c.wr_id);
+  const Live::InFlight& f = l.in_flight[buffer];
+  l.free_buffers.push_back(buffer);
+  if (c.status == metaroce::Status::success) {
+    l.planner->complete(f.message);
+    ++l.result.completed;
+    l.result.completed_bytes += f.length;
+    l.result.latency.add(now > f.post_ns ? now - f.post_ns : 0);
+    last_completion_ns_ = now;
+  } else {
+    ++l.result.failed;
+    l.broken = true;
+    if (l.result.problem.empty())
+      l.result.problem = fmt::format("message {} ({}) completed with {}", f.message.sequence,
+                                     traffic::to_string(f.message.op), metaroce::to_string(c.status));
   }
-  return got.size();
 }
 
 void Generator::arrivals(std::uint64_t now) {
@@ -271,21 +235,21 @@ std::size_t Generator::post(Live& l, std::uint64_t now) {
     h.write_index = m.write_index;
     h.post_ns = o_.open_loop ? l.pending_arrival_ns : now;
     traffic::fill_message(bytes, h);
-    transport::SendRequest request;
+    metaroce::SendWork request;
     request.wr_id = buffer;
     request.op = send_op(m.op);
     request.stream = m.stream;
-    request.local_addr = bytes;
+    request.local = bytes;
     request.length = l.pending_size;
-    request.lkey = l.lkey;
+    request.lkey = l.memory.key;
     request.remote_addr = l.remote_base + m.remote_offset;
     request.rkey = l.rkey;
     request.imm = m.write_index;
-    const transport::PostResult result = l.connection->post_send(request);
-    if (result != transport::PostResult::ok) {
+    const metaroce::PostResult result = l.connection->post_send(request);
+    if (result != metaroce::PostResult::ok) {
       l.broken = true;
       if (l.result.problem.empty())
-        l.result.problem = fmt::format("post_send refused message {}: {}", m.sequence, transport::to_string(result));
+        l.result.problem = fmt::format("post_send refused message {}: {}", m.sequence, metaroce::to_string(result));
       break;
     }
     l.planner->commit(m);
@@ -325,7 +289,7 @@ void Generator::print_progress(std::uint64_t now) {
     completed += l.result.completed;
     bytes += l.result.completed_bytes;
     outstanding += l.outstanding();
-    retransmitted += l.connection->counters().retransmitted_packets;
+    retransmitted += l.connection->counters().get("retransmitted_packets");
     backlog += l.backlog.size();
   }
   const double interval = double(now - last_progress_ns_);
@@ -343,50 +307,44 @@ void Generator::print_progress(std::uint64_t now) {
 }
 
 void Generator::close_all() {
-  std::size_t waiting = 0;
+  std::vector<metaroce::Connection*> connections;
+  std::vector<std::vector<std::uint8_t>> reports;
   for (Live& l : lives_) {
     traffic::GenReport report;
     report.posted = l.planner->posted();
     report.completed = l.result.completed;
     report.completed_bytes = l.result.completed_bytes;
     report.failed = l.result.failed;
-    std::string error;
-    if (!e_.cm->disconnect(e_.host->now_ns(), l.cm_id, traffic::encode(report), error)) {
-      if (l.result.problem.empty()) l.result.problem = error;
-      continue;
-    }
-    ++waiting;
+    connections.push_back(l.connection);
+    reports.push_back(traffic::encode(report));
   }
-  while (waiting > 0) {
-    const std::size_t work = e_.turn();
-    for (auto& ev : e_.events) {
-      const auto it = by_cm_id_.find(ev.id);
-      if (it == by_cm_id_.end() || ev.kind != cm::EventKind::disconnected) continue;
-      Live& l = lives_[it->second];
-      if (l.closed) continue;
-      l.closed = true;
-      --waiting;
-      if (!ev.error.empty()) {
-        if (l.result.problem.empty()) l.result.problem = ev.error;
-      } else if (traffic::decode(ev.peer_private_data, l.result.sink)) {
-        l.result.sink_reported = true;
-      } else if (l.result.problem.empty()) {
-        l.result.problem = "the sink's disconnect reply carried no report: is it a metaroce-sink?";
-      }
+  const std::vector<metaroce::CloseResult> closed = e_->close_all(connections, reports);
+  for (std::size_t i = 0; i < lives_.size(); ++i) {
+    Live& l = lives_[i];
+    l.connection = nullptr;
+    l.result.counters = closed[i].counters;  // every frame it sent, the close's included
+    l.result.retransmitted = l.result.counters.get("retransmitted_packets");
+    r_.counters.add(l.result.counters);
+    if (!closed[i].error.empty()) {
+      if (l.result.problem.empty()) l.result.problem = closed[i].error;
+    } else if (traffic::decode(closed[i].reply_data, l.result.sink)) {
+      l.result.sink_reported = true;
+    } else if (l.result.problem.empty()) {
+      l.result.problem = "the sink's disconnect reply carried no report: is it a metaroce-sink?";
     }
-    e_.events.clear();
-    e_.idle(work);
   }
 }
 
 GenResult Generator::run() {
-  if (!stack::open_endpoint(o_.port, e_, r_.error)) return r_;
+  e_ = metaroce::Endpoint::open(o_.port, r_.error);
+  if (!e_) return r_;
+  r_.counters = e_->counters()[2];  // every connection counter by name, all 0
   catch_stop_signals();
   if (progress_ != nullptr) {
     std::fprintf(progress_,
                  " metaroce-gen: %u connections x %u paths, %u streams, %s, sizes %s, mix %s, %s loop%s to %s "
                  "(next hop %s) from %s on %s\n",
-                 o_.connections, o_.paths, o_.streams, std::string(transport::to_string(o_.mode)).c_str(),
+                 o_.connections, o_.paths, o_.streams, o_.mode.c_str(),
                  o_.sizes.description().c_str(), o_.mix_text.c_str(), o_.open_loop ? "open" : "closed",
                  o_.gbps > 0 || o_.msg_rate > 0
                      ? fmt::format(" at {}{}{}", o_.gbps > 0 ? fmt::format("{} Gb/s", o_.gbps) : "",
@@ -394,7 +352,7 @@ GenResult Generator::run() {
                                    o_.msg_rate > 0 ? fmt::format("{} msg/s", o_.msg_rate) : "")
                            .c_str()
                      : "",
-                 o_.sink_address.c_str(), o_.peer_mac.c_str(), o_.port.local_ip.c_str(), e_.port->name().c_str());
+                 o_.sink_address.c_str(), o_.peer_mac.c_str(), o_.port.local_ip.c_str(), e_->port_name().c_str());
     std::fflush(progress_);
   }
   const std::uint64_t connecting_ns = monotonic_ns();
@@ -411,14 +369,9 @@ GenResult Generator::run() {
   bool posting = true;
   std::size_t next_first = 0;
   for (;;) {
-    std::size_t work = e_.turn();
-    e_.events.clear();
+    turn_ns_ = monotonic_ns();
+    std::size_t work = e_->poll();  // completions go to complete(), each connection's in order
     const std::uint64_t now = monotonic_ns();
-    // Only the connections with completions.
-    work += e_.host->host().poll_completions(
-        completions_, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
-          complete(lives_[c.user_tag()], got, now);
-        });
     if (posting && posting_done(now)) posting = false;
     if (posting) {
       if (o_.open_loop) arrivals(now);
@@ -437,7 +390,8 @@ GenResult Generator::run() {
                                          o_.drain_timeout_s);
       break;
     }
-    e_.idle(work);
+    if (work == 0 && o_.port.idle_sleep_us != 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(o_.port.idle_sleep_us));
   }
   r_.interrupted = stop_requested();
   r_.seconds = last_completion_ns_ > first_post_ns_ && first_post_ns_ != 0
@@ -455,18 +409,13 @@ GenResult Generator::run() {
   for (Live& l : lives_) {
     l.result.posted = l.planner->posted();
     l.result.forced_fences = l.planner->forced_fences();
-    l.result.counters = l.connection->counters();
-    l.result.retransmitted = l.result.counters.retransmitted_packets;
-    stack::add_counters(r_.counters, l.result.counters);
-    e_.remove_connection(l.result.qpn);
-    e_.host->memory().deregister(l.lkey);
+    e_->deregister_memory(l.memory);
     r_.connections.push_back(std::move(l.result));
   }
   // Let the last answers out before the port stops.
-  for (int i = 0; i < 100; ++i) e_.turn();
-  e_.host->refresh_port_counters();
-  r_.engine = e_.host->counters();
-  r_.cm = e_.cm->counters();
+  for (int i = 0; i < 100; ++i) e_->poll();
+  r_.endpoint = e_->counters();
+  e_.reset();
   return r_;
 }
 
@@ -573,7 +522,7 @@ std::string gen_json(const GenOptions& o, const GenResult& r) {
   j.add("connections", o.connections);
   j.add("paths", unsigned{o.paths});
   j.add("streams", unsigned{o.streams});
-  j.add("mode", transport::to_string(o.mode));
+  j.add("mode", o.mode);
   j.add("cc", o.cc.empty() ? "none" : o.cc);
   j.add("sizes", o.sizes.description());
   j.add("mix", o.mix_text);
@@ -599,7 +548,7 @@ std::string gen_json(const GenOptions& o, const GenResult& r) {
     j.end_object();
   }
   j.end_array();
-  add_counters_json(j, r.counters, r.engine, r.cm);
+  add_counters_json(j, r.counters, r.endpoint);
   return std::move(j).finish();
 }
 

@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "cm/manager.hpp"
+#include <metaroce/counters.hpp>
+
 #include "common/latency_histogram.hpp"
 #include "common/traffic_handshake.hpp"
-#include "engine/engine_counters.hpp"
 #include "metaroce-gen/gen_options.hpp"
-#include "transport/counters.hpp"
 
 namespace metaroce::apps::gen {
 
@@ -33,7 +32,7 @@ struct ConnectionResult {
   bool sink_reported = false;
   traffic::SinkReport sink;
   std::string problem;  // the first, in words
-  transport::ConnectionCounters counters;
+  metaroce::CounterGroup counters;
 };
 
 struct GenResult {
@@ -44,9 +43,8 @@ struct GenResult {
   bool interrupted = false;
   std::uint64_t arrivals_unsent = 0;  // open loop: arrived, never posted (the run ended first)
   std::uint64_t max_backlog = 0;      // open loop: most arrivals waiting at once
-  engine::EngineCounters engine;
-  transport::ConnectionCounters counters;  // summed over the connections
-  cm::Counters cm;
+  std::vector<metaroce::CounterGroup> endpoint;  // the endpoint's at the end: host, cm, connection
+  metaroce::CounterGroup counters;               // summed over the connections
 
   // Every message completed here and the sink verified every one: no wrong
   // byte, nothing missing, no duplicate.

@@ -1,12 +1,9 @@
 // metaroce-gen: traffic for metaroce-sink over a real DPDK port, every byte
 // of it checkable (README.md, "metaroce-gen and metaroce-sink").
-#include <rte_eal.h>
-
 #include <cstdio>
 #include <string>
 
 #include "common/summary_file.hpp"
-#include "engine/eal.hpp"
 #include "metaroce-gen/gen_options.hpp"
 #include "metaroce-gen/gen_run.hpp"
 
@@ -33,10 +30,6 @@ int main(int argc, char** argv) {
       break;
   }
   std::string error;
-  if (!metaroce::stack::start_eal(options.port, error)) {
-    std::fprintf(stderr, "metaroce-gen: %s\n", error.c_str());
-    return exit_failed;
-  }
   int status = exit_ok;
   {
     const gen::GenResult result = gen::run_gen(options, stdout);
@@ -48,6 +41,6 @@ int main(int argc, char** argv) {
       status = exit_failed;
     }
   }
-  if (metaroce::engine::eal_started()) rte_eal_cleanup();
+  metaroce::release_eal();
   return status;
 }

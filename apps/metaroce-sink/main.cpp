@@ -1,12 +1,9 @@
 // metaroce-sink: takes metaroce-gen's connections over a real DPDK port and
 // checks every byte they carry (README.md, "metaroce-gen and metaroce-sink").
-#include <rte_eal.h>
-
 #include <cstdio>
 #include <string>
 
 #include "common/summary_file.hpp"
-#include "engine/eal.hpp"
 #include "metaroce-sink/sink_options.hpp"
 #include "metaroce-sink/sink_run.hpp"
 
@@ -24,10 +21,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string error;
-  if (!metaroce::stack::start_eal(options.port, error)) {
-    std::fprintf(stderr, "metaroce-sink: %s\n", error.c_str());
-    return 1;
-  }
   bool ok = false;
   {
     const sink::SinkResult result = sink::run_sink(options, stdout);
@@ -39,6 +32,6 @@ int main(int argc, char** argv) {
       ok = false;
     }
   }
-  if (metaroce::engine::eal_started()) rte_eal_cleanup();
+  metaroce::release_eal();
   return ok ? 0 : 1;  // 1: a wrong byte, a missing or duplicated message, or a run-time failure
 }

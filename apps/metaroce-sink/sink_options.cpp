@@ -52,7 +52,7 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   if (parsed != ParseOutcome::run) return parsed;
   SinkOptions o;
   o.port.program = "metaroce-sink";
-  o.port.host_name = "sink";
+  o.port.name = "sink";
   o.port.mtu = 9000;
   o.port.max_connections = max_sink_connections;
   if (!read_port_options(vm, std::move(eal_args), o.port, message)) return ParseOutcome::error;

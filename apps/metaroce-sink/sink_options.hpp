@@ -4,14 +4,15 @@
 #include <cstdint>
 #include <string>
 
-#include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
+#include <metaroce/endpoint.hpp>
+
 #include "common/port_options.hpp"
+#include "common/run_control.hpp"
 
 namespace metaroce::apps::sink {
 
 struct SinkOptions {
-  stack::EndpointConfig port;     // --preset/--iface or --port, --local-ip, --idle-sleep-us
+  metaroce::EndpointConfig port;  // --preset/--iface or --port, --local-ip, --idle-sleep-us
   std::uint32_t runs = 1;     // exit once this many generator runs closed all their connections; 0: never
   double duration_s = 0.0;    // exit after this long whatever happens; 0: no limit
   std::uint64_t memory_mb = 4096;  // refuse connections beyond this much receive memory

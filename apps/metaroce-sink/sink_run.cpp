@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
 
 namespace metaroce::apps::sink {
 
@@ -19,11 +21,11 @@ constexpr std::uint64_t second_ns = 1'000'000'000;
 constexpr std::uint64_t linger_ns = 300'000'000;
 
 struct Session {
-  transport::Connection* connection = nullptr;
+  metaroce::Connection* connection = nullptr;
   traffic::Offer offer;
   std::vector<std::uint8_t> write_region;
   std::vector<std::uint8_t> receive_region;
-  std::uint32_t write_key = 0, receive_key = 0;
+  metaroce::MemoryRegion write_memory, receive_memory;
   std::unique_ptr<traffic::ConnectionVerifier> verifier;
   std::uint64_t established_ns = 0;
   std::uint64_t last_message_ns = 0;
@@ -31,13 +33,13 @@ struct Session {
 
   [[nodiscard]] std::uint64_t memory() const noexcept { return write_region.size() + receive_region.size(); }
   bool post_receive(std::uint64_t buffer) {
-    transport::ReceiveRequest r;
+    metaroce::ReceiveWork r;
     r.wr_id = buffer;
     r.stream = static_cast<std::uint16_t>(buffer / offer.receives);
     r.addr = receive_region.data() + verifier->receive_offset(buffer);
     r.length = offer.slot_bytes;
-    r.lkey = receive_key;
-    return connection->post_receive(r) == transport::PostResult::ok;
+    r.lkey = receive_memory.key;
+    return connection->post_receive(r) == metaroce::PostResult::ok;
   }
 };
 
@@ -47,39 +49,41 @@ class Sink {
   SinkResult run();
 
  private:
-  cm::RejectReason accept(const transport::ConnectionConfig& config, const cm::Message& request,
-                          std::vector<std::uint8_t>& reply);
-  std::size_t poll(Session& s, std::uint64_t now);
-  // Checks session s's completions `got` (polled here or by the host).
-  std::size_t check(Session& s, const std::vector<transport::Completion>& got, std::uint64_t now);
-  void close(std::uint32_t qpn, Session& s, bool closed_by_generator);
+  metaroce::Verdict accept(const metaroce::IncomingRequest& request, metaroce::Connection& connection,
+                           std::vector<std::uint8_t>& reply);
+  // One completion of session s, checked as it is delivered (before the
+  // next turn receives anything).
+  void check(Session& s, const metaroce::Completion& c);
+  void on_peer_close(metaroce::Connection& connection, bool superseded);
+  void close(Session& s, bool closed_by_generator);
+  void forget(Session& s);
   void print_progress(std::uint64_t now);
 
   const SinkOptions& o_;
   std::FILE* progress_;
-  stack::Endpoint e_;
+  std::unique_ptr<metaroce::Endpoint> e_;
   SinkResult r_;
-  std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;
+  std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;  // by local QPN
   std::map<std::uint64_t, std::uint32_t> closed_per_run_;
   std::uint64_t memory_in_use_ = 0;
-  std::vector<transport::Completion> completions_;
   std::uint64_t start_ns_ = 0, last_progress_ns_ = 0, progress_bytes_ = 0, progress_messages_ = 0;
+  std::uint64_t finish_at_ = ~std::uint64_t{0};
   // Totals of the closed sessions, for progress lines.
   std::uint64_t closed_bytes_ = 0, closed_messages_ = 0;
 };
 
-cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const cm::Message& request,
-                              std::vector<std::uint8_t>& reply) {
+metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroce::Connection& connection,
+                               std::vector<std::uint8_t>& reply) {
   traffic::Offer offer;
   if (!traffic::decode(request.private_data, offer)) {
     ++r_.refused;
     if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: its request is not a metaroce-gen offer\n",
-                                           config.peer_qpn);
-    return cm::RejectReason::bad_parameters;
+                                           request.peer_qpn);
+    return metaroce::Verdict::refuse_bad_request;
   }
   traffic::VerifierLayout layout;
   layout.connection = offer.connection;
-  layout.streams = config.streams;
+  layout.streams = request.streams;
   layout.write_slots = offer.write_slots;
   layout.receives = offer.receives;
   layout.slot_bytes = offer.slot_bytes;
@@ -93,86 +97,87 @@ cm::RejectReason Sink::accept(const transport::ConnectionConfig& config, const c
                    offer.connection, static_cast<unsigned long long>(offer.run),
                    static_cast<unsigned long long>(bytes >> 20), static_cast<unsigned long long>(memory_in_use_ >> 20),
                    static_cast<unsigned long long>(o_.memory_mb));
-    return cm::RejectReason::no_resources;
-  }
-  std::string error;
-  auto congestion = stack::make_congestion_control(request.cc, config, error);
-  if (!error.empty()) {
-    ++r_.refused;
-    return cm::RejectReason::bad_parameters;
+    return metaroce::Verdict::refuse_no_room;
   }
   auto s = std::make_unique<Session>();
   s->offer = offer;
-  transport::ConnectionConfig c = config;
-  stack::tolerate_stalls(c);
-  s->connection = e_.add_connection(c, std::move(congestion), error);
-  if (s->connection == nullptr) {
-    ++r_.refused;
-    if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
-    return cm::RejectReason::no_resources;
-  }
-  s->connection->connect();
+  s->connection = &connection;
   s->write_region.assign(traffic::ConnectionVerifier::write_region_bytes(layout), 0);
   s->receive_region.assign(traffic::ConnectionVerifier::receive_region_bytes(layout), 0);
-  s->write_key = e_.host->memory().register_region(s->write_region.data(), s->write_region.size(),
-                                                   transport::access_local_write | transport::access_remote_write);
-  s->receive_key =
-      e_.host->memory().register_region(s->receive_region.data(), s->receive_region.size(), transport::access_local_write);
+  std::string error;
+  s->write_memory = e_->register_memory(s->write_region.data(), s->write_region.size(),
+                                        metaroce::access_local_write | metaroce::access_remote_write, error);
+  s->receive_memory = e_->register_memory(s->receive_region.data(), s->receive_region.size(),
+                                          metaroce::access_local_write, error);
   s->verifier = std::make_unique<traffic::ConnectionVerifier>(layout, s->write_region.data(), s->receive_region.data());
-  for (std::uint64_t b = 0; b < std::uint64_t{layout.streams} * layout.receives; ++b)
-    if (!s->post_receive(b)) {
-      e_.remove_connection(c.local_qpn);
-      e_.host->memory().deregister(s->write_key);
-      e_.host->memory().deregister(s->receive_key);
-      ++r_.refused;
-      return cm::RejectReason::no_resources;
-    }
+  bool posted = s->write_memory.valid() && s->receive_memory.valid();
+  for (std::uint64_t b = 0; posted && b < std::uint64_t{layout.streams} * layout.receives; ++b) posted = s->post_receive(b);
+  if (!posted) {
+    forget(*s);
+    ++r_.refused;
+    if (progress_ != nullptr) std::fprintf(progress_, " refused QP %#x: no room for its receives\n", request.peer_qpn);
+    return metaroce::Verdict::refuse_no_room;
+  }
   s->established_ns = monotonic_ns();
-  s->result.qpn = c.local_qpn;
+  s->result.qpn = connection.qpn();
   s->result.connection = offer.connection;
   s->result.run = offer.run;
   memory_in_use_ += s->memory();
-  reply = traffic::encode(traffic::Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
+  reply = traffic::encode(traffic::Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_memory.key});
   if (progress_ != nullptr && !o_.quiet)
     std::fprintf(progress_, " connection %u of %u (run %016llx): QP %#x from QP %#x, %s, %u paths, %u streams, "
                             "messages up to %u B\n",
-                 offer.connection, offer.connections, static_cast<unsigned long long>(offer.run), c.local_qpn,
-                 c.peer_qpn, std::string(transport::to_string(c.mode)).c_str(), c.paths, c.streams, offer.slot_bytes);
+                 offer.connection, offer.connections, static_cast<unsigned long long>(offer.run), connection.qpn(),
+                 request.peer_qpn, request.mode.c_str(), request.paths, request.streams, offer.slot_bytes);
   if (progress_ != nullptr) std::fflush(progress_);
-  sessions_[c.local_qpn] = std::move(s);
-  return cm::RejectReason::none;
+  Session* raw = s.get();
+  connection.set_completion_handler([this, raw](const metaroce::Completion& c) { check(*raw, c); });
+  sessions_[connection.qpn()] = std::move(s);
+  return metaroce::Verdict::accept;
 }
 
 // Every completion is checked before the next turn receives anything: the
 // generator reuses a slot only after an ACK that the sink sent in a turn
 // whose completions it has already checked.
-std::size_t Sink::poll(Session& s, std::uint64_t now) {
-  completions_.clear();
-  s.connection->poll_completions(completions_);
-  return check(s, completions_, now);
-}
-
-std::size_t Sink::check(Session& s, const std::vector<transport::Completion>& got, std::uint64_t now) {
-  for (const auto& c : got) {
-    if (c.status != transport::CompletionStatus::success) {
-      s.verifier->on_failed_completion();
-      if (s.result.problem.empty())
-        s.result.problem = fmt::format("a receive completed with {}", transport::to_string(c.status));
-      continue;
-    }
-    if (c.kind == transport::CompletionKind::receive_write_imm)
-      s.verifier->on_write_imm(c.stream, c.imm, c.byte_len, now);
-    else
-      s.verifier->on_send(c.stream, c.wr_id, c.byte_len, now);
-    s.last_message_ns = now;
-    if (!s.post_receive(c.wr_id) && s.result.problem.empty()) s.result.problem = "re-posting a receive was refused";
-  }
-  return got.size();
-}
-
-void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
+void Sink::check(Session& s, const metaroce::Completion& c) {
   const std::uint64_t now = monotonic_ns();
-  poll(s, now);
+  if (c.status != metaroce::Status::success) {
+    s.verifier->on_failed_completion();
+    if (s.result.problem.empty()) s.result.problem = fmt::format("a receive completed with {}", metaroce::to_string(c.status));
+    return;
+  }
+  if (c.kind == metaroce::CompletionKind::receive_write_imm)
+    s.verifier->on_write_imm(c.stream, c.imm.value_or(0), c.byte_len, now);
+  else
+    s.verifier->on_send(c.stream, c.wr_id, c.byte_len, now);
+  s.last_message_ns = now;
+  if (!s.post_receive(c.wr_id) && s.result.problem.empty()) s.result.problem = "re-posting a receive was refused";
+}
+
+void Sink::on_peer_close(metaroce::Connection& connection, bool superseded) {
+  const auto it = sessions_.find(connection.qpn());
+  if (it == sessions_.end()) return;
+  Session& s = *it->second;
+  if (superseded) {
+    s.result.problem = "its generator started it over (a new incarnation replaced it)";
+    close(s, false);
+    sessions_.erase(it);
+    return;
+  }
+  s.result.gen_reported = traffic::decode(connection.peer_close_data(), s.result.gen);
+  if (!s.result.gen_reported) s.result.problem = "the generator's disconnect carried no report";
+  const std::uint64_t run = s.offer.run;
+  const std::uint32_t of = s.offer.connections;
+  close(s, true);
+  sessions_.erase(it);
+  if (++closed_per_run_[run] == of) {
+    ++r_.runs_completed;
+    if (o_.runs != 0 && r_.runs_completed >= o_.runs) finish_at_ = monotonic_ns() + linger_ns;
+  }
+}
+
+void Sink::close(Session& s, bool closed_by_generator) {
+  const std::uint64_t now = monotonic_ns();
   SessionResult& r = s.result;
   r.closed = closed_by_generator;
   if (r.gen_reported) {
@@ -187,11 +192,11 @@ void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
   const std::uint64_t end = s.last_message_ns != 0 ? s.last_message_ns : now;
   r.seconds = double(end - s.established_ns) / 1e9;
   r.counters = s.connection->counters();
-  stack::add_counters(r_.counters, r.counters);
+  r_.counters.add(r.counters);
   closed_bytes_ += r.totals.verified_bytes;
   closed_messages_ += r.totals.verified;
   if (closed_by_generator) {
-    e_.cm->set_disconnect_reply(qpn, traffic::encode(static_cast<const traffic::SinkReport&>(r.totals)));
+    s.connection->set_close_reply(traffic::encode(static_cast<const traffic::SinkReport&>(r.totals)));
     if (progress_ != nullptr && !o_.quiet)
       std::fprintf(progress_, " connection %u closed: %llu of %llu messages verified (%llu bytes), %llu wrong, "
                               "%llu missing, %llu duplicates%s%s\n",
@@ -203,11 +208,19 @@ void Sink::close(std::uint32_t qpn, Session& s, bool closed_by_generator) {
                    r.problem.c_str());
     std::fflush(progress_);
   }
-  e_.remove_connection(qpn);
-  e_.host->memory().deregister(s.write_key);
-  e_.host->memory().deregister(s.receive_key);
+  s.connection->set_completion_handler({});
+  forget(s);
   memory_in_use_ -= s.memory();
   r_.sessions.push_back(std::move(r));
+}
+
+// The connection and the session's memory registrations go.
+void Sink::forget(Session& s) {
+  std::string error;
+  e_->close(s.connection, error);
+  s.connection = nullptr;
+  if (s.write_memory.valid()) e_->deregister_memory(s.write_memory);
+  if (s.receive_memory.valid()) e_->deregister_memory(s.receive_memory);
 }
 
 void Sink::print_progress(std::uint64_t now) {
@@ -243,68 +256,40 @@ void Sink::print_progress(std::uint64_t now) {
 }
 
 SinkResult Sink::run() {
-  if (!stack::open_endpoint(o_.port, e_, r_.error)) return r_;
+  e_ = metaroce::Endpoint::open(o_.port, r_.error);
+  if (!e_) return r_;
+  r_.counters = e_->counters()[2];  // every connection counter by name, all 0
   catch_stop_signals();
-  e_.cm->listen([this](const transport::ConnectionConfig& config, const cm::Message& request,
-                       std::vector<std::uint8_t>& reply) { return accept(config, request, reply); });
+  e_->listen([this](const metaroce::IncomingRequest& request, metaroce::Connection& connection,
+                    std::vector<std::uint8_t>& reply) { return accept(request, connection, reply); },
+             false);
+  e_->set_peer_close_handler([this](metaroce::Connection& c, bool superseded) { on_peer_close(c, superseded); });
   if (progress_ != nullptr) {
-    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, IPv4 %s): waiting for metaroce-gen; %s\n",
-                 e_.port->name().c_str(), stack::mac_string(e_.port->mac()).c_str(), o_.port.local_ip.c_str(),
+    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, %s): waiting for metaroce-gen; %s\n",
+                 e_->port_name().c_str(), e_->mac().c_str(), o_.port.local_ip.c_str(),
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
     std::fflush(progress_);
   }
   start_ns_ = last_progress_ns_ = monotonic_ns();
   const std::uint64_t end_ns =
       o_.duration_s > 0 ? start_ns_ + static_cast<std::uint64_t>(o_.duration_s * 1e9) : ~std::uint64_t{0};
-  std::uint64_t finish_at = ~std::uint64_t{0};
   while (!stop_requested()) {
-    std::size_t work = e_.turn();
+    // Completions go to their sessions' handlers, then closes to on_peer_close.
+    const std::size_t work = e_->poll();
     const std::uint64_t now = monotonic_ns();
-    // Only the connections with completions.
-    work += e_.host->host().poll_completions(
-        completions_, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
-          const auto it = sessions_.find(c.config().local_qpn);
-          if (it != sessions_.end()) check(*it->second, got, now);
-        });
-    for (const auto& ev : e_.events) {
-      const auto qpn = static_cast<std::uint32_t>(ev.id);
-      const auto it = sessions_.find(qpn);
-      if (it == sessions_.end()) continue;
-      Session& s = *it->second;
-      if (ev.kind == cm::EventKind::disconnected) {
-        s.result.gen_reported = traffic::decode(ev.peer_private_data, s.result.gen);
-        if (!s.result.gen_reported) s.result.problem = "the generator's disconnect carried no report";
-        const std::uint64_t run = s.offer.run;
-        const std::uint32_t of = s.offer.connections;
-        close(qpn, s, true);
-        e_.cm->forget(qpn);
-        sessions_.erase(it);
-        if (++closed_per_run_[run] == of) {
-          ++r_.runs_completed;
-          if (o_.runs != 0 && r_.runs_completed >= o_.runs) finish_at = now + linger_ns;
-        }
-      } else if (ev.kind == cm::EventKind::superseded) {
-        s.result.problem = "its generator started it over (a new incarnation replaced it)";
-        close(qpn, s, false);
-        e_.cm->forget(qpn);
-        sessions_.erase(it);
-      }
-    }
-    e_.events.clear();
     print_progress(now);
-    if (now >= finish_at || now >= end_ns) break;
-    e_.idle(work);
+    if (now >= finish_at_ || now >= end_ns) break;
+    if (work == 0 && o_.port.idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o_.port.idle_sleep_us));
   }
   r_.interrupted = stop_requested();
   while (!sessions_.empty()) {
     auto it = sessions_.begin();
     it->second->result.problem = "never closed by its generator: what it posted is unknown";
-    close(it->first, *it->second, false);
+    close(*it->second, false);
     sessions_.erase(it);
   }
-  e_.host->refresh_port_counters();
-  r_.engine = e_.host->counters();
-  r_.cm = e_.cm->counters();
+  r_.endpoint = e_->counters();
+  e_.reset();
   return r_;
 }
 
@@ -407,7 +392,7 @@ std::string sink_json(const SinkOptions& o, const SinkResult& r) {
     j.end_object();
   }
   j.end_array();
-  add_counters_json(j, r.counters, r.engine, r.cm);
+  add_counters_json(j, r.counters, r.endpoint);
   return std::move(j).finish();
 }
 

@@ -9,13 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "cm/manager.hpp"
+#include <metaroce/counters.hpp>
+
 #include "common/latency_histogram.hpp"
 #include "common/traffic_handshake.hpp"
-#include "engine/engine_counters.hpp"
 #include "metaroce-sink/connection_verifier.hpp"
 #include "metaroce-sink/sink_options.hpp"
-#include "transport/counters.hpp"
 
 namespace metaroce::apps::sink {
 
@@ -31,7 +30,7 @@ struct SessionResult {
   traffic::GenReport gen;
   double seconds = 0.0;  // established to the last message
   std::string problem;
-  transport::ConnectionCounters counters;
+  metaroce::CounterGroup counters;  // the connection's, at its close
 
   // Arrived once, every byte right, every posted message seen.
   [[nodiscard]] bool ok() const noexcept;
@@ -43,14 +42,12 @@ struct SinkResult {
   std::uint32_t runs_completed = 0;
   std::uint64_t refused = 0;  // connection requests rejected (memory, a bad offer)
   bool interrupted = false;
-  engine::EngineCounters engine;
-  transport::ConnectionCounters counters;
-  cm::Counters cm;
+  std::vector<metaroce::CounterGroup> endpoint;  // the endpoint's at the end: host, cm, connection
+  metaroce::CounterGroup counters;               // the sessions' connections', summed
 
   [[nodiscard]] bool ok() const noexcept;
 };
 
-// Needs a started EAL.
 SinkResult run_sink(const SinkOptions& options, std::FILE* progress);
 
 std::string sink_json(const SinkOptions& options, const SinkResult& result);

@@ -25,6 +25,20 @@ struct CounterGroup {
       if (c.name == counter) return c.value;
     return 0;
   }
+  // Adds `other`'s counters to these, by name (names not here yet are
+  // appended in other's order).
+  void add(const CounterGroup& other) {
+    for (const Counter& o : other.counters) {
+      bool found = false;
+      for (Counter& c : counters)
+        if (c.name == o.name) {
+          c.value += o.value;
+          found = true;
+          break;
+        }
+      if (!found) counters.push_back(o);
+    }
+  }
 };
 
 }  // namespace metaroce

@@ -35,9 +35,14 @@ struct EndpointConfig {
 
   std::string local_ip;               // this end's IPv4 address, A.B.C.D
   std::string program = "metaroce";   // EAL's program name; its file prefix is <program>-<pid>
-  std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (--port)
+  std::string name = "host";          // the host's name in telemetry
+  std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (with `port`)
+  std::uint32_t mbufs = 16384;        // with `port`: receive and transmit mbufs each (a preset has its own)
   std::uint32_t max_connections = 1024;
   std::uint32_t idle_sleep_us = 0;    // sleep this long after a turn with nothing to do (0: busy poll)
+  // With `port`: payload bytes from which a packet's payload is attached to
+  // the mbuf instead of copied (0: the engine's default; 65535: never).
+  std::uint32_t zero_copy_threshold = 0;
   double connect_timeout_s = 3.0;     // connection requests are repeated for this long
 };
 
@@ -86,6 +91,7 @@ struct CloseResult {
   bool answered = false;                // the server answered the disconnect request
   std::string error;                    // why not, when it did not
   std::vector<std::uint8_t> reply_data;  // the server's Connection::set_close_reply
+  CounterGroup counters;                 // the connection's, as it went
 };
 
 class Endpoint {
@@ -168,6 +174,12 @@ class Endpoint {
   explicit Endpoint(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// After the last Endpoint of the process is gone: releases what DPDK's EAL
+// holds (memif sockets, hugepages, the telemetry socket). No Endpoint can
+// be opened afterwards in this process. Nothing happens when EAL never
+// started.
+void release_eal();
 
 // One connection of an endpoint: its posts and completions. Owned by the
 // endpoint; valid until Endpoint::close or the endpoint's destruction.

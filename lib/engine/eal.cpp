@@ -129,4 +129,11 @@ bool start_eal(const EalOptions& options, std::string& error) {
 
 bool eal_started() noexcept { return g_eal_started; }
 
+void stop_eal() noexcept {
+  static bool stopped = false;
+  if (!g_eal_started || stopped) return;
+  stopped = true;
+  rte_eal_cleanup();
+}
+
 }  // namespace metaroce::engine

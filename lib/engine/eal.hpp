@@ -58,6 +58,10 @@ bool start_eal_with_arguments(const std::vector<std::string>& args, std::string&
 // True once rte_eal_init succeeded in this process.
 [[nodiscard]] bool eal_started() noexcept;
 
+// rte_eal_cleanup, once, after every port is closed; EAL cannot start again
+// in this process (eal_started() stays true).
+void stop_eal() noexcept;
+
 // The exact command that reserves and mounts 512 hugepages of 2 MiB.
 inline constexpr const char* hugepage_setup_command =
     "echo 512 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages && "

@@ -157,12 +157,15 @@ Endpoint::~Endpoint() {
 std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
   stack::EndpointConfig c;
   c.program = config.program;
+  c.host_name = config.name;
+  c.zero_copy_threshold = config.zero_copy_threshold;
   c.preset_path = config.preset;
   c.iface = config.iface;
   c.port_name = config.port;
   c.eal_args = config.eal_args;
   c.local_ip = config.local_ip;
   c.mtu = config.mtu;
+  c.mbufs = config.mbufs;
   c.max_connections = config.max_connections;
   c.idle_sleep_us = config.idle_sleep_us;
   c.cm_timeout_s = config.connect_timeout_s;
@@ -365,8 +368,12 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
     c->impl().connection->close();
   }
   deliver_completions(e.host->host(), impl_->scratch);  // the flushed ones, to handlers and queues
-  for (Connection* c : connections)
-    if (c != nullptr && impl_->find(c->qpn()) == c) impl_->destroy(c);
+  for (std::size_t k = 0; k < connections.size(); ++k) {
+    Connection* c = connections[k];
+    if (c == nullptr || impl_->find(c->qpn()) != c) continue;
+    results[k].counters = c->counters();
+    impl_->destroy(c);
+  }
   return results;
 }
 
@@ -398,6 +405,10 @@ std::vector<CounterGroup> Endpoint::counters() const {
   for (const auto& [qpn, c] : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
   out[2] = {"connection", counter_list(sum)};
   return out;
+}
+
+void release_eal() {
+  if (engine::eal_started()) engine::stop_eal();
 }
 
 std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
