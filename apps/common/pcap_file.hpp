@@ -1,25 +1,35 @@
-// Reading and writing capture files: classic pcap (microsecond or nanosecond,
-// either byte order) and pcapng (section, interface, enhanced and simple
-// packet blocks; other blocks are skipped). What tcpdump, tshark, scapy and
-// DPDK's rte_pcapng write, we read.
+// Reading and writing capture files, through libpcap: classic pcap
+// (microsecond or nanosecond, either byte order) and pcapng, which is what
+// tcpdump, tshark, scapy and DPDK's rte_pcapng write; we write classic pcap
+// with nanosecond timestamps. pcap.h stays out of this header.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
+
+struct pcap;
+struct pcap_dumper;
 
 namespace metaroce::apps {
+
+// Frees libpcap's handles; defined where pcap.h is included.
+struct PcapCloser {
+  void operator()(pcap* p) const noexcept;
+  void operator()(pcap_dumper* d) const noexcept;
+};
 
 inline constexpr std::uint32_t linktype_ethernet = 1;
 
 struct PcapRecord {
   std::span<const std::uint8_t> data;  // valid until the next call to next()
   std::uint32_t original_length = 0;
+  // libpcap's DLT_ value: the file's LINKTYPE_ for Ethernet (1) and for
+  // most others. A pcapng file whose interfaces differ in link type is
+  // refused by libpcap (open or next() says so).
   std::uint32_t linktype = linktype_ethernet;
-  std::uint64_t timestamp_ns = 0;
+  std::uint64_t timestamp_ns = 0;  // pcapng if_tsresol honoured
 };
 
 class PcapReader {
@@ -31,26 +41,7 @@ class PcapReader {
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
  private:
-  bool next_classic(PcapRecord& record);
-  bool next_pcapng(PcapRecord& record);
-  bool read_exact(void* out, std::size_t n);
-  std::uint32_t u32(const std::uint8_t* p) const noexcept;
-  std::uint16_t u16(const std::uint8_t* p) const noexcept;
-
-  struct FileCloser {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, FileCloser> file_;
-  bool pcapng_ = false;
-  bool swapped_ = false;  // file byte order differs from the host's
-  bool nanoseconds_ = false;
-  std::uint32_t classic_linktype_ = linktype_ethernet;
-  struct Interface {
-    std::uint32_t linktype;
-    std::uint32_t snaplen;
-  };
-  std::vector<Interface> interfaces_;
-  std::vector<std::uint8_t> buffer_;
+  std::unique_ptr<pcap, PcapCloser> pcap_;
   std::string error_;
 };
 
@@ -58,14 +49,13 @@ class PcapReader {
 class PcapWriter {
  public:
   bool open(const std::string& path, std::string& error, std::uint32_t linktype = linktype_ethernet);
+  // False if the file could not be written (disk full, I/O error).
   bool write(std::span<const std::uint8_t> frame, std::uint64_t timestamp_ns);
   bool close();
 
  private:
-  struct FileCloser {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, FileCloser> file_;
+  std::unique_ptr<pcap, PcapCloser> dead_;  // the link type and precision the dumper writes
+  std::unique_ptr<pcap_dumper, PcapCloser> dumper_;
 };
 
 }  // namespace metaroce::apps

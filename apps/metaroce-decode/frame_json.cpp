@@ -24,6 +24,10 @@ std::string ipv4_text(std::uint32_t a) {
   return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
 }
 
+// The SACK bitmap in hex, a digit pair per byte by table: fmt::format per
+// byte made an ACK's line three times as costly as a data packet's.
+constexpr char hex_digits[] = "0123456789abcdef";
+
 std::string ipv6_text(const Ipv6Address& a) {
   char text[INET6_ADDRSTRLEN];
   return inet_ntop(AF_INET6, a.data(), text, sizeof text) ? std::string(text) : std::string("?");
@@ -167,8 +171,10 @@ void add_transport(JsonLine& j, const ParsedFrame& f) {
       const MrPathAck p = f.path_ack(i);
       std::string sack;
       unsigned sacked = 0;
+      sack.reserve(2 * p.sack.size());
       for (std::uint8_t byte : p.sack) {
-        sack += fmt::format("{:02x}", byte);
+        sack.push_back(hex_digits[byte >> 4]);
+        sack.push_back(hex_digits[byte & 0xf]);
         sacked += static_cast<unsigned>(std::popcount(byte));
       }
       j.begin_array_object()

@@ -2,11 +2,14 @@
 //
 // The input is the whole file. PcapReader only opens paths, so the bytes go
 // into an anonymous memory file (memfd) opened through /proc/self/fd: no
-// disk, nothing left behind. Every record is then decoded by frame_to_json,
-// as apps/metaroce-decode/main.cpp does, from an exact-size heap copy so that
-// AddressSanitizer sees any read past the captured bytes (the reader's own
-// buffer is a vector whose capacity may be larger). The JSON line must be
-// non-empty and start and end like an object.
+// disk, nothing left behind. PcapReader hands the file to libpcap, which is
+// not built with coverage or ASan here (Debian's), so what is fuzzed is our
+// use of it (open, errors, every record handed back, the handle freed:
+// LeakSanitizer sees it) and the decoder. Every record is decoded by
+// frame_to_json, as apps/metaroce-decode/main.cpp does, from an exact-size
+// heap copy so that AddressSanitizer sees any read past the captured bytes
+// (libpcap's buffer is as large as the file's snapshot length). The JSON
+// line must be non-empty and start and end like an object.
 #include <sys/mman.h>
 #include <unistd.h>
 

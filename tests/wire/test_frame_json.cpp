@@ -1,10 +1,14 @@
 // The decoder's line for a frame: exact text for a known frame, and an error
-// line for a bad one.
+// line for a bad one; and the writer under it (JsonLine), value by value.
+#include <cmath>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/json_line.hpp"
 #include "metaroce-decode/frame_json.hpp"
 #include "wire/frame.hpp"
 #include "wire_samples.hpp"
@@ -119,6 +123,42 @@ TEST(FrameJson, NoIcrcOptionSkipsTheCheck) {
   const auto line = metaroce::apps::frame_to_json(1, frame, 1, false);
   EXPECT_TRUE(line.ok);
   EXPECT_EQ(line.json.find("icrc_ok"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+using metaroce::apps::JsonLine;
+
+TEST(JsonLine, ExactTextOfEveryKindOfValue) {
+  JsonLine j;
+  j.add("u", std::uint64_t{18446744073709551615u})
+      .add("i", std::int64_t{-9223372036854775807 - 1})
+      .add("zero", 0)
+      .add("d", 0.25)
+      .add("nan", std::nan(""))
+      .add("yes", true)
+      .add("s", "plain");
+  j.begin_object("o").add("a", 1u).begin_array("list");
+  j.begin_array_object().add("x", 1).end_object();
+  j.begin_array_object().end_object();
+  j.end_array().end_object();
+  j.add_raw("raw", "[1,2]");
+  EXPECT_EQ(std::move(j).finish(),
+            "{\"u\":18446744073709551615,\"i\":-9223372036854775808,\"zero\":0,\"d\":0.25,\"nan\":null,"
+            "\"yes\":true,\"s\":\"plain\",\"o\":{\"a\":1,\"list\":[{\"x\":1},{}]},\"raw\":[1,2]}");
+}
+
+TEST(JsonLine, StringsAreEscaped) {
+  EXPECT_EQ(metaroce::apps::json_quote(""), "\"\"");
+  EXPECT_EQ(metaroce::apps::json_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(metaroce::apps::json_quote("\n\t\r"), "\"\\n\\t\\r\"");
+  EXPECT_EQ(metaroce::apps::json_quote(std::string_view("\x01\x1f\0z", 4)), "\"\\u0001\\u001f\\u0000z\"");
+  EXPECT_EQ(metaroce::apps::json_quote("caf\xc3\xa9 \x7f"), "\"caf\xc3\xa9 \x7f\"");  // UTF-8 and DEL as they are
+  JsonLine j;
+  j.add("k", "x\"y");
+  EXPECT_EQ(std::move(j).finish(), "{\"k\":\"x\\\"y\"}");
 }
 
 }  // namespace
