@@ -1,5 +1,6 @@
 #include "common/port_options.hpp"
 
+#include "common/preset_iface.hpp"
 
 #include <fmt/format.h>
 
@@ -50,6 +51,7 @@ bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal
     message = "--iface goes with --preset (its iface=); with --port give iface= in the --vdev after `--`";
     return false;
   }
+  if (!out.preset.empty() && !check_preset_iface(out.preset, out.iface, message)) return false;
   if (out.local_ip.empty()) {
     message = "give this end's address: --local-ip ADDR (A.B.C.D, or IPv6)";
     return false;

@@ -28,6 +28,8 @@ po::options_description describe() {
   d.add_options()
       ("cm-timeout", po::value<double>(), "seconds to repeat connection requests before giving up (default 3)")
       ("connections,c", po::value<std::uint32_t>(), "connections to the sink, 1..4096 (default 1)")
+      ("qps,q", po::value<std::uint32_t>(), "the same as --connections, spelled as metaroce-perf and perftest "
+                                            "spell it")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) per connection, 1..64 (default 4)")
       ("streams", po::value<std::uint16_t>(), "ordered streams per connection, 1..256 (default 1); message m "
                                               "goes on stream m mod streams")
@@ -37,7 +39,8 @@ po::options_description describe() {
       ("cc", po::value<std::string>(), "congestion control: metaroce | dcqcn | fixed (default none: the path "
                                        "window bounds each path)")
       ("size,s", po::value<std::string>(), "message sizes in bytes: N, MIN-MAX (uniform), A,B,C (each alike) or "
-                                           "A:W,B:W (weighted); 32..1073741824 (default 65536)")
+                                           "A:W,B:W (weighted); each 32..1G, as 65536, 64k or 1M (k = 1024; "
+                                           "default 65536)")
       ("size-file", po::value<std::string>(), "message sizes from a CSV FILE of SIZE[,WEIGHT] lines")
       ("mix", po::value<std::string>(), "operation mix, OP:WEIGHT,... of write, write-imm, send "
                                         "(default write:1,write-imm:1,send:1)")
@@ -53,7 +56,7 @@ po::options_description describe() {
       ("drain-timeout", po::value<double>(), "seconds to wait for outstanding completions without progress "
                                              "after the last post (default 10)")
       ("json", po::value<std::string>(), "write the summary as JSON to FILE")
-      ("quiet,q", "no progress line each second");
+      ("quiet", "no progress line each second");
   return d;
 }
 
@@ -144,7 +147,12 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
       return ParseOutcome::error;
     }
   }
+  if (vm.count("connections") && vm.count("qps")) {
+    message = "--connections and --qps are the same option: give one";
+    return ParseOutcome::error;
+  }
   if (!read_in_range<std::uint32_t>(vm, "connections", 1, 4096, o.connections, message) ||
+      !read_in_range<std::uint32_t>(vm, "qps", 1, 4096, o.connections, message) ||
       !read_in_range<std::uint16_t>(vm, "paths", 1, 64, o.paths, message) ||
       !read_in_range<std::uint16_t>(vm, "streams", 1, 256, o.streams, message) ||
       !read_in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/byte_size.hpp"
 #include "common/traffic_message.hpp"
 
 namespace metaroce::apps::traffic {
@@ -21,11 +22,8 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool parse_u64(std::string_view s, std::uint64_t& out) {
-  s = trim(s);
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-}
+// A size: bytes, or with a k, M or G suffix as perftest users type them.
+bool parse_u64(std::string_view s, std::uint64_t& out) { return parse_byte_size(trim(s), out); }
 
 bool parse_weight(std::string_view s, double& out) {
   s = trim(s);
@@ -87,7 +85,7 @@ bool SizeDistribution::parse(const std::string& spec, SizeDistribution& out, std
   const auto dash = spec.find('-');
   if (spec.find_first_of(",:") == std::string::npos && dash == std::string::npos) {
     if (!parse_u64(spec, lo)) {
-      error = fmt::format("{} is not a size: give BYTES, MIN-MAX, A,B,C or A:WEIGHT,B:WEIGHT", where);
+      error = fmt::format("{} is not a size: give BYTES (65536, 64k, 1M), MIN-MAX, A,B,C or A:WEIGHT,B:WEIGHT", where);
       return false;
     }
     if (!size_in_range(lo, where, error)) return false;
@@ -98,7 +96,7 @@ bool SizeDistribution::parse(const std::string& spec, SizeDistribution& out, std
   } else if (spec.find_first_of(",:") == std::string::npos) {
     if (!parse_u64(std::string_view(spec).substr(0, dash), lo) ||
         !parse_u64(std::string_view(spec).substr(dash + 1), hi)) {
-      error = fmt::format("{} is not a range: give MIN-MAX in bytes, e.g. 64-65536", where);
+      error = fmt::format("{} is not a range: give MIN-MAX in bytes, e.g. 64-65536 or 64-64k", where);
       return false;
     }
     if (!size_in_range(lo, where, error) || !size_in_range(hi, where, error)) return false;

@@ -6,6 +6,8 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "common/byte_size.hpp"
+#include "common/preset_iface.hpp"
 #include "fabric/spec.hpp"
 #include "stack/address.hpp"
 #include "wire/ip_address.hpp"
@@ -41,7 +43,7 @@ po::options_description describe() {
       ("cm-timeout", po::value<double>(), "--client: seconds to repeat connection requests before giving up (default 3)")
       ("cc", po::value<std::string>(), "congestion control: metaroce | dcqcn | fixed (default: none, "
                                        "--path-window bounds each path)")
-      ("size,s", po::value<std::uint64_t>(), "message size in bytes (default 65536)")
+      ("size,s", po::value<std::string>(), "message size in bytes, 1..1G: 65536, 64k, 1M (k = 1024; default 65536)")
       ("all-sizes,a", "every power of two from 2 B to 8 MiB")
       ("iters,n", po::value<std::uint64_t>(), "messages per size (default 5000)")
       ("duration,D", po::value<double>(), "seconds per size instead of a message count")
@@ -128,9 +130,14 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   if (vm.count("size")) {
-    const std::uint64_t s = vm["size"].as<std::uint64_t>();
+    const std::string text = vm["size"].as<std::string>();
+    std::uint64_t s = 0;
+    if (!apps::parse_byte_size(text, s)) {
+      message = fmt::format("--size '{}' is not a size: give {}", text, apps::byte_size_forms);
+      return ParseOutcome::error;
+    }
     if (s < 1 || s > (std::uint64_t{1} << 30)) {
-      message = fmt::format("--size {} is out of range: give 1..1073741824 bytes", s);
+      message = fmt::format("--size {} is out of range: give 1..1073741824 bytes (1G)", text);
       return ParseOutcome::error;
     }
     o.sizes = {s};
@@ -243,6 +250,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                             "EAL device after `--`", role);
       return ParseOutcome::error;
     }
+    if (!o.preset_path.empty() && !apps::check_preset_iface(o.preset_path, o.iface, message))
+      return ParseOutcome::error;
     if (o.local_ip.empty()) {
       message = fmt::format("{} needs this end's address: give --local-ip ADDR (A.B.C.D, or IPv6)", role);
       return ParseOutcome::error;

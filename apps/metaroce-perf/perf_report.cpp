@@ -2,17 +2,44 @@
 
 #include <rte_cycles.h>
 
+#include <algorithm>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/json_line.hpp"
 #include "engine/mbuf_frames.hpp"
+#include "wire/frame.hpp"
+#include "wire/neighbour.hpp"
 #include "metaroce-perf/raw_run.hpp"
 
 namespace metaroce::perf {
 
 namespace {
+
+// "" when nothing was dropped; otherwise " (rx_unknown_qpn 3, ...)": the
+// largest causes of engine::EngineCounters::dropped(), at most three, by the
+// names --json and telemetry give them.
+std::string drop_causes(const engine::EngineCounters& c) {
+  std::vector<std::pair<std::string, std::uint64_t>> causes = {
+      {"rx_unknown_qpn", c.rx_unknown_qpn},     {"rx_misdirected", c.rx_misdirected},
+      {"rx_vlan_mismatch", c.rx_vlan_mismatch}, {"rx_mempool_empty", c.rx_mempool_empty},
+      {"tx_frame_too_large", c.tx_frame_too_large}};
+  for (std::size_t i = 1; i < wire::parse_error_count; ++i)
+    causes.emplace_back("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))),
+                        c.rx_parse_errors[i]);
+  for (std::size_t i = 1; i < wire::neighbour_parse_error_count; ++i)
+    causes.emplace_back("neighbour." + std::string(wire::to_string(static_cast<wire::NeighbourParseError>(i))),
+                        c.neighbour.rx_errors[i]);
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (std::size_t i = 0; i < causes.size() && i < 3 && causes[i].second != 0; ++i)
+    text += fmt::format("{}{} {}", text.empty() ? " (" : ", ", causes[i].first, causes[i].second);
+  return text.empty() ? text : text + ")";
+}
 
 constexpr const char* rule =
     "---------------------------------------------------------------------------------------\n";
@@ -40,24 +67,33 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fflush(out);
     return;
   }
-  std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
-               o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
-               o.test == PerfTest::lat ? "Latency" : "BW",
-               o.role == PerfRole::server   ? "server"
-               : o.role == PerfRole::client ? "client"
-                                            : "loopback over net_ring");
-  std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
-  std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
-  std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
-  std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
-  if (o.role != PerfRole::server && !o.raw) std::fprintf(out, " Connections   : %u\n", o.qps);
-  // A server checks what each client asks it to (the client's --verify).
-  std::fprintf(out, " Verify        : %s\n",
-               o.role == PerfRole::server ? "as each client asks (its --verify)" : o.verify ? "every byte" : "off");
-  if (o.role == PerfRole::loopback)
-    std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
-  else
-    std::fprintf(out, " Congestion    : %s\n", o.cc.empty() ? "none (path window)" : o.cc.c_str());
+  if (o.role == PerfRole::server) {
+    // The client chooses these in its connection request, per connection:
+    // a line for each connection below says what it asked.
+    std::fprintf(out, "                    RDMA Test (metaroce-perf, server)\n");
+    std::fprintf(out, " Operation     : as each client asks (a line per connection below)\n");
+    std::fprintf(out, " Mode          : as each client asks\n");
+    std::fprintf(out, " Paths/Streams : as each client asks\n");
+    std::fprintf(out, " MTU           : up to %u [B] payload per packet\n", o.mtu);
+    std::fprintf(out, " Connections   : up to %u at once (--max-connections)\n", o.max_connections);
+    std::fprintf(out, " Verify        : as each client asks (its --verify)\n");
+    std::fprintf(out, " Congestion    : as each client asks (its --cc)\n");
+  } else {
+    std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
+                 o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
+                 o.test == PerfTest::lat ? "Latency" : "BW",
+                 o.role == PerfRole::client ? "client" : "loopback over net_ring");
+    std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
+    std::fprintf(out, " Paths/Streams : %u / %u\n", o.paths, o.streams);
+    std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
+    std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
+    std::fprintf(out, " Connections   : %u\n", o.qps);
+    std::fprintf(out, " Verify        : %s\n", o.verify ? "every byte" : "off");
+    if (o.role == PerfRole::loopback)
+      std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
+    else
+      std::fprintf(out, " Congestion    : %s\n", o.cc.empty() ? "none (path window)" : o.cc.c_str());
+  }
   const std::uint32_t threshold = loopback_zero_copy_threshold(o);
   if (o.role != PerfRole::loopback)
     std::fprintf(out, " Zero copy     : as the port's preset says (zero_copy_threshold)\n");
@@ -96,16 +132,19 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    static_cast<unsigned long long>(s.size),
                    write_frame_bytes(o.mode, static_cast<std::uint32_t>(s.size)),
                    std::string(transport::to_string(o.mode)).c_str());
-  } else
+  } else {
+    engine::EngineCounters both = run.host_a;
+    both += run.host_b;
     std::fprintf(out,
-               " retransmitted %llu packets; fabric dropped %llu forward, %llu backward; engine dropped %llu; "
+               " retransmitted %llu packets; fabric dropped %llu forward, %llu backward; engine dropped %llu%s; "
                "zero-copy %llu, copied %llu frames\n",
                static_cast<unsigned long long>(run.retransmitted),
                static_cast<unsigned long long>(run.forward.dropped()),
                static_cast<unsigned long long>(run.backward.dropped()),
-               static_cast<unsigned long long>(run.host_a.dropped() + run.host_b.dropped()),
+               static_cast<unsigned long long>(both.dropped()), drop_causes(both).c_str(),
                static_cast<unsigned long long>(run.host_a.tx_zero_copy + run.host_b.tx_zero_copy),
                static_cast<unsigned long long>(run.host_a.tx_copied + run.host_b.tx_copied));
+  }
   for (const auto& s : run.sizes) {
     if (s.wrong_messages == 0 && s.missing_messages == 0) continue;
     std::fprintf(out, " size %llu: %llu wrong, %llu missing messages; first: %s\n",

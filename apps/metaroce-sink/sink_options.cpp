@@ -28,7 +28,7 @@ po::options_description describe() {
       ("mtu", po::value<std::uint32_t>(), "--port: the largest payload per packet a generator may use, "
                                           "256..9000 (default 9000)")
       ("json", po::value<std::string>(), "write the summary as JSON to FILE")
-      ("quiet,q", "no progress line each second");
+      ("quiet", "no progress line each second");
   return d;
 }
 

@@ -167,6 +167,23 @@ TEST(SizeDistribution, FixedRangeListWeightsAndCsv) {
   EXPECT_DOUBLE_EQ(d.mean(), (100.0 + 200.0 + 600.0) / 4);
 }
 
+TEST(SizeDistribution, AcceptsPerftestSuffixes) {
+  SizeDistribution d;
+  std::string error;
+  ASSERT_TRUE(SizeDistribution::parse("64k", d, error)) << error;
+  EXPECT_EQ(d.min(), 65536u);
+  EXPECT_EQ(d.max(), 65536u);
+  ASSERT_TRUE(SizeDistribution::parse("64-1M", d, error)) << error;
+  EXPECT_EQ(d.min(), 64u);
+  EXPECT_EQ(d.max(), 1048576u);
+  ASSERT_TRUE(SizeDistribution::parse("4K:3,1G:1", d, error)) << error;
+  EXPECT_EQ(d.min(), 4096u);
+  EXPECT_EQ(d.max(), 1073741824u);
+  EXPECT_FALSE(SizeDistribution::parse("2G", d, error));
+  EXPECT_EQ(error, "--size '2G': size 2147483648 is out of range: give 32..1073741824 bytes (every message starts "
+                   "with its 32-byte header)");
+}
+
 TEST(SizeDistribution, ErrorsNameTheFix) {
   SizeDistribution d;
   std::string error;
@@ -175,8 +192,10 @@ TEST(SizeDistribution, ErrorsNameTheFix) {
                    "32-byte header)");
   EXPECT_FALSE(SizeDistribution::parse("200-100", d, error));
   EXPECT_EQ(error, "--size '200-100': the range is empty: give MIN-MAX with MIN <= MAX");
-  EXPECT_FALSE(SizeDistribution::parse("64k", d, error));
-  EXPECT_EQ(error, "--size '64k' is not a size: give BYTES, MIN-MAX, A,B,C or A:WEIGHT,B:WEIGHT");
+  EXPECT_FALSE(SizeDistribution::parse("64x", d, error));
+  EXPECT_EQ(error, "--size '64x' is not a size: give BYTES (65536, 64k, 1M), MIN-MAX, A,B,C or A:WEIGHT,B:WEIGHT");
+  EXPECT_FALSE(SizeDistribution::parse("64-1q", d, error));
+  EXPECT_EQ(error, "--size '64-1q' is not a range: give MIN-MAX in bytes, e.g. 64-65536 or 64-64k");
   EXPECT_FALSE(SizeDistribution::parse("64:x", d, error));
   EXPECT_EQ(error, "--size '64:x': '64:x' is not SIZE or SIZE:WEIGHT (weights are numbers >= 0)");
   EXPECT_FALSE(SizeDistribution::parse("64:0", d, error));
