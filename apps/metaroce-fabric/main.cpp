@@ -1,5 +1,5 @@
 // metaroce-fabric: a two-port impairment node between any two DPDK ports
-// (README.md, "metaroce-fabric"; doc/FABRIC.md, "metaroce-fabric").
+// (doc/APPS.md, "metaroce-fabric"; doc/FABRIC.md, "metaroce-fabric").
 //
 // Frames received on port A go through the a-to-b fabric model and leave on
 // port B, and the other way round. One lcore forwards both directions; when

@@ -1,5 +1,5 @@
 // metaroce-gen: traffic for metaroce-sink over a real DPDK port, every byte
-// of it checkable (README.md, "metaroce-gen and metaroce-sink").
+// of it checkable (doc/APPS.md, "metaroce-gen and metaroce-sink").
 #include <cstdio>
 #include <string>
 

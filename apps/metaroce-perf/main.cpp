@@ -1,6 +1,6 @@
 // metaroce-perf: the ib_write_bw of metaroce. --loopback: both ends in one
 // process over a net_ring pair; --server / --client: one end each over a real
-// port (see README.md, "metaroce-perf").
+// port (see doc/APPS.md, "metaroce-perf").
 #include <rte_eal.h>
 
 #include <cstdio>

@@ -1,5 +1,5 @@
 // metaroce-sink: takes metaroce-gen's connections over a real DPDK port and
-// checks every byte they carry (README.md, "metaroce-gen and metaroce-sink").
+// checks every byte they carry (doc/APPS.md, "metaroce-gen and metaroce-sink").
 #include <cstdio>
 #include <string>
 
