@@ -74,7 +74,7 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " Operation     : as each client asks (a line per connection below)\n");
     std::fprintf(out, " Mode          : as each client asks\n");
     std::fprintf(out, " Paths/Streams : as each client asks\n");
-    std::fprintf(out, " MTU           : up to %u [B] payload per packet\n", o.mtu);
+    std::fprintf(out, " MTU           : %u [B] payload per packet on this port\n", o.mtu);
     std::fprintf(out, " Connections   : up to %u at once (--max-connections)\n", o.max_connections);
     std::fprintf(out, " Verify        : as each client asks (its --verify)\n");
     std::fprintf(out, " Congestion    : as each client asks (its --cc)\n");
