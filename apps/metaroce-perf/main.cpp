@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  if (!(options.role == perf::PerfRole::loopback ? start_eal(options, error)
-                                                 : perf::start_remote_eal(options, error))) {
+  // --server/--client start EAL in their endpoint (metaroce::Endpoint::open).
+  if (options.role == perf::PerfRole::loopback && !start_eal(options, error)) {
     std::fprintf(stderr, "metaroce-perf: %s\n", error.c_str());
     return exit_failed;
   }
@@ -99,6 +99,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "metaroce-perf: --capture: writing '%s' failed (disk full?)\n", options.capture_path.c_str());
     status = exit_failed;
   }
-  rte_eal_cleanup();
+  if (metaroce::engine::eal_started()) metaroce::engine::stop_eal();
   return status;
 }

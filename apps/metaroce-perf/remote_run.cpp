@@ -1,6 +1,8 @@
 #include "metaroce-perf/remote_run.hpp"
 
-#include <rte_cycles.h>
+#include <x86intrin.h>
+
+#include <metaroce/endpoint.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,10 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "cm/manager.hpp"
 #include "common/run_control.hpp"
-#include "stack/endpoint.hpp"
-#include "engine/engine_host.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
 
@@ -139,45 +138,61 @@ bool decode_summary(const std::vector<std::uint8_t>& b, ServerSummary& s) {
   return true;
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> cm_counters(const cm::Counters& c) {
+std::vector<std::pair<std::string, std::uint64_t>> cm_counters(const std::vector<metaroce::CounterGroup>& groups) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
-#define METAROCE_PERF_CM(name, what) out.emplace_back(#name, c.name);
-  METAROCE_CM_COUNTERS(METAROCE_PERF_CM)
-#undef METAROCE_PERF_CM
+  for (const metaroce::CounterGroup& g : groups)
+    if (g.name == "cm")
+      for (const metaroce::Counter& c : g.counters) out.emplace_back(c.name, c.value);
   return out;
 }
 
-using stack::Endpoint;
-using stack::mac_string;
+// The report's counter structs (shared with --loopback) from the public
+// API's groups, by name.
+void add_by_name(engine::EngineCounters& out, const std::vector<metaroce::CounterGroup>& groups) {
+  for (const metaroce::CounterGroup& g : groups)
+    if (g.name == "host") out.visit([&](const std::string& name, std::uint64_t& v) { v = g.get(name); });
+}
+void add_by_name(transport::ConnectionCounters& out, const metaroce::CounterGroup& g) {
+  out.for_each([&](std::string_view name, std::uint64_t& v) { v += g.get(name); });
+}
 
-stack::EndpointConfig remote_port_options(const PerfOptions& o) {
-  stack::EndpointConfig r;
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
+  metaroce::EndpointConfig r;
   r.program = "metaroce-perf";
-  r.preset_path = o.preset_path;
+  r.preset = o.preset_path;
   r.iface = o.iface;
-  r.port_name = o.port_name;
+  r.port = o.port_name;
   r.eal_args = o.eal_args;
   r.local_ip = o.local_ip;
-  r.host_name = o.role == PerfRole::server ? "server" : "client";
+  r.name = o.role == PerfRole::server ? "server" : "client";
   r.mtu = o.mtu;
   r.idle_sleep_us = o.idle_sleep_us;
-  r.cm_timeout_s = o.cm_timeout_s;
+  r.connect_timeout_s = o.cm_timeout_s;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.
   r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;
   return r;
 }
 
+void idle(const PerfOptions& o, std::size_t work) {
+  if (work == 0 && o.idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.idle_sleep_us));
+}
+
 // ---------------------------------------------------------------- server ---
 
 struct Session {
-  transport::Connection* connection = nullptr;
+  metaroce::Connection* connection = nullptr;
   Offer offer;
   std::vector<std::uint8_t> write_region;
   std::vector<std::uint8_t> receive_region;
-  std::uint32_t write_key = 0, receive_key = 0;
+  metaroce::MemoryRegion write_memory, receive_memory;
   std::vector<std::uint64_t> expected_next;  // per stream
-  std::vector<transport::Completion> completions;
   ServerSummary summary;
   std::uint16_t streams = 1;
   std::uint64_t started_ns = 0;
@@ -188,44 +203,33 @@ struct Session {
     if (summary.first_wrong == no_message) summary.first_wrong = m;
   }
   bool post_receive(std::uint64_t index, std::uint16_t stream) {
-    transport::ReceiveRequest r;
+    metaroce::ReceiveWork r;
     r.wr_id = index;
     r.stream = stream;
     r.addr = receive_region.data() + index * (offer.op == PerfOp::send ? offer.size : 0);
     r.length = offer.op == PerfOp::send ? offer.size : 0;
-    r.lkey = receive_key;
-    return connection->post_receive(r) == transport::PostResult::ok;
+    r.lkey = receive_memory.key;
+    return connection->post_receive(r) == metaroce::PostResult::ok;
   }
-  // Completions of write-imm and send, checked as they come.
-  // Polls this connection's completions and checks them.
-  std::size_t poll() {
-    if (offer.op == PerfOp::write) return 0;
-    completions.clear();
-    connection->poll_completions(completions);
-    return check(completions);
-  }
-  // Checks receive completions (polled here or by the host).
-  std::size_t check(const std::vector<transport::Completion>& got) {
-    for (const auto& c : got) {
-      if (c.status != transport::CompletionStatus::success) {
-        if (problem.empty()) problem = fmt::format("receive completion {}", transport::to_string(c.status));
-        continue;
-      }
-      const std::uint64_t m = expected_next[c.stream];
-      expected_next[c.stream] += streams;
-      bool ok = true;
-      if (offer.op == PerfOp::write_imm) {
-        ok = c.has_imm && c.imm == static_cast<std::uint32_t>(m);
-        if (ok && offer.verify) ok = check_pattern(write_region.data() + (m % offer.slots) * offer.size, offer.size, m);
-      } else {
-        ok = c.byte_len == offer.size;
-        if (ok && offer.verify) ok = check_pattern(receive_region.data() + c.wr_id * offer.size, offer.size, m);
-      }
-      if (!ok) wrong(m);
-      ++summary.received;
-      if (!post_receive(c.wr_id, c.stream) && problem.empty()) problem = "re-posting a receive was refused";
+  // A receive completion (write-imm, send), checked as it is delivered.
+  void check(const metaroce::Completion& c) {
+    if (c.status != metaroce::Status::success) {
+      if (problem.empty()) problem = fmt::format("receive completion {}", metaroce::to_string(c.status));
+      return;
     }
-    return got.size();
+    const std::uint64_t m = expected_next[c.stream];
+    expected_next[c.stream] += streams;
+    bool ok = true;
+    if (offer.op == PerfOp::write_imm) {
+      ok = c.imm.has_value() && *c.imm == static_cast<std::uint32_t>(m);
+      if (ok && offer.verify) ok = check_pattern(write_region.data() + (m % offer.slots) * offer.size, offer.size, m);
+    } else {
+      ok = c.byte_len == offer.size;
+      if (ok && offer.verify) ok = check_pattern(receive_region.data() + c.wr_id * offer.size, offer.size, m);
+    }
+    if (!ok) wrong(m);
+    ++summary.received;
+    if (!post_receive(c.wr_id, c.stream) && problem.empty()) problem = "re-posting a receive was refused";
   }
   // Plain WRITEs complete nothing here: at the end, each slot must hold the
   // last message the client wrote into it.
@@ -242,160 +246,141 @@ struct Session {
 
 }  // namespace
 
-bool start_remote_eal(const PerfOptions& o, std::string& error) {
-  return stack::start_eal(remote_port_options(o), error);
-}
-
 RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
-  Endpoint e;
-  if (!stack::open_endpoint(remote_port_options(o), e, run.error)) return run;
+  std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
+  if (!e) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
-  std::vector<transport::Completion> scratch;  // the host's, for each connection with completions
-  const auto drop = [&](decltype(sessions)::iterator it) { sessions.erase(it); };
-  engine::EngineHost& host = *e.host;
-  e.cm->listen([&](const transport::ConnectionConfig& config, const cm::Message& request,
-                   std::vector<std::uint8_t>& reply) {
+  // The session's connection and memory go; its counters stay in the run's.
+  const auto close_session = [&](Session& s) {
+    std::string ignored;
+    add_by_name(run.connection_b, s.connection->counters());
+    e->close(s.connection, ignored);
+    if (s.write_memory.valid()) e->deregister_memory(s.write_memory);
+    if (s.receive_memory.valid()) e->deregister_memory(s.receive_memory);
+  };
+  const auto accept = [&](const metaroce::IncomingRequest& request, metaroce::Connection& connection,
+                          std::vector<std::uint8_t>& reply) {
     Offer offer;
-    if (!decode(request.private_data, offer)) return cm::RejectReason::bad_parameters;
+    if (!decode(request.private_data, offer)) return metaroce::Verdict::refuse_bad_request;
     if (sessions.size() >= o.max_connections) {
       if (progress != nullptr)
         std::fprintf(progress, " refused QP %#x%s: %zu connections open, the most --max-connections allows (%u): "
                      "raise it, or lower the client's -q\n",
-                     config.peer_qpn, which_of(offer).c_str(), sessions.size(), o.max_connections);
-      return cm::RejectReason::no_resources;
+                     request.peer_qpn, which_of(offer).c_str(), sessions.size(), o.max_connections);
+      return metaroce::Verdict::refuse_no_room;
     }
-    std::string error;
-    auto congestion = stack::make_congestion_control(request.cc, config, error);
-    if (!error.empty()) return cm::RejectReason::bad_parameters;
     auto s = std::make_unique<Session>();
+    s->connection = &connection;
     s->offer = offer;
-    s->streams = config.streams;
-    s->started_ns = host.now_ns();
+    s->streams = request.streams;
+    s->started_ns = now_ns();
     if (offer.op != PerfOp::send) s->write_region.assign(offer.slots * offer.size, 0);
-    const std::uint64_t receives = std::uint64_t{config.streams} * offer.receives_per_stream;
+    const std::uint64_t receives = std::uint64_t{request.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
-    transport::ConnectionConfig c = config;
-    stack::tolerate_stalls(c);  // as the loopback
-    c.path_window = o.path_window;
-    c.psn_window = o.psn_window;
-    s->connection = e.add_connection(c, std::move(congestion), error);
-    if (s->connection == nullptr) {
-      if (progress != nullptr) std::fprintf(progress, " refused QP %#x: %s\n", config.peer_qpn, error.c_str());
-      return cm::RejectReason::no_resources;
-    }
-    s->connection->connect();
+    std::string error;
     if (!s->write_region.empty())
-      s->write_key = host.memory().register_region(s->write_region.data(), s->write_region.size(),
-                                                   transport::access_local_write | transport::access_remote_write);
-    s->receive_key = host.memory().register_region(s->receive_region.data(), s->receive_region.size(),
-                                                   transport::access_local_write);
-    s->expected_next.resize(config.streams);
-    for (std::uint16_t k = 0; k < config.streams; ++k) s->expected_next[k] = k;
-    const auto give_up = [&] {
-      e.remove_connection(c.local_qpn);
-      if (s->write_key != 0) host.memory().deregister(s->write_key);
-      host.memory().deregister(s->receive_key);
-      return cm::RejectReason::no_resources;
-    };
+      s->write_memory = e->register_memory(s->write_region.data(), s->write_region.size(),
+                                           metaroce::access_local_write | metaroce::access_remote_write, error);
+    s->receive_memory = e->register_memory(s->receive_region.data(), s->receive_region.size(),
+                                           metaroce::access_local_write, error);
+    s->expected_next.resize(request.streams);
+    for (std::uint16_t k = 0; k < request.streams; ++k) s->expected_next[k] = k;
+    bool ready = s->receive_memory.valid() && (s->write_region.empty() || s->write_memory.valid());
     if (offer.op != PerfOp::write)
-      for (std::uint16_t k = 0; k < config.streams; ++k)
-        for (std::uint32_t j = 0; j < offer.receives_per_stream; ++j)
-          if (!s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k)) return give_up();
-    reply = encode(Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_key});
+      for (std::uint16_t k = 0; ready && k < request.streams; ++k)
+        for (std::uint32_t j = 0; ready && j < offer.receives_per_stream; ++j)
+          ready = s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k);
+    if (!ready) {
+      if (s->write_memory.valid()) e->deregister_memory(s->write_memory);
+      if (s->receive_memory.valid()) e->deregister_memory(s->receive_memory);
+      return metaroce::Verdict::refuse_no_room;
+    }
+    reply = encode(Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_memory.key});
     // Many connections: the first and the last of the client's say it.
     if (progress != nullptr && (offer.connections <= 16 || offer.connection == 0 ||
                                 offer.connection + 1 == offer.connections))
       std::fprintf(progress, " connection %#x from QP %#x%s: %s, %llu B messages, %u paths, %u streams, cc %s\n",
-                   c.local_qpn, c.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
-                   static_cast<unsigned long long>(offer.size), c.paths, c.streams,
-                   request.cc.empty() ? "none" : request.cc.c_str());
-    sessions[c.local_qpn] = std::move(s);
-    return cm::RejectReason::none;
-  });
+                   connection.qpn(), request.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
+                   static_cast<unsigned long long>(offer.size), request.paths, request.streams,
+                   request.congestion.empty() ? "none" : request.congestion.c_str());
+    Session* raw = s.get();
+    if (offer.op != PerfOp::write)
+      connection.set_completion_handler([raw](const metaroce::Completion& c) { raw->check(c); });
+    sessions[connection.qpn()] = std::move(s);
+    return metaroce::Verdict::accept;
+  };
+  metaroce::ListenOptions listening;
+  listening.queue_for_accept = false;
+  listening.path_window = o.path_window;
+  listening.psn_window = o.psn_window;
+  e->listen(accept, listening);
   if (progress != nullptr) {
     std::fprintf(progress, " Waiting for clients on %s (MAC %s, address %s), at most %u connections at once; "
-                 "Ctrl-C stops\n", e.port->name().c_str(), mac_string(e.port->mac()).c_str(), o.local_ip.c_str(),
-                 o.max_connections);
+                 "Ctrl-C stops\n", e->port_name().c_str(), e->mac().c_str(), o.local_ip.c_str(), o.max_connections);
     std::fflush(progress);
   }
   bool finished = false;
   std::uint64_t finish_at = 0;
-  const auto close_session = [&](std::uint32_t qpn, const Session& s) {
-    run.host_b = host.counters();
-    stack::add_counters(run.connection_b, s.connection->counters());
-    e.remove_connection(qpn);
-    if (s.write_key != 0) host.memory().deregister(s.write_key);
-    host.memory().deregister(s.receive_key);
-    e.cm->forget(qpn);
-  };
-  while (!interrupted.load()) {
-    std::size_t work = e.turn();
-    // Only the connections with completions.
-    work += host.host().poll_completions(
-        scratch, [&](transport::Connection& c, const std::vector<transport::Completion>& got) {
-          const auto it = sessions.find(c.config().local_qpn);
-          if (it != sessions.end() && it->second->offer.op != PerfOp::write) it->second->check(got);
-        });
-    for (const auto& ev : e.events) {
-      const auto qpn = static_cast<std::uint32_t>(ev.id);
-      const auto it = sessions.find(qpn);
-      if (it == sessions.end()) continue;
-      Session& s = *it->second;
-      if (ev.kind == cm::EventKind::disconnected) {
-        ClientSummary client;
-        if (!decode_summary(ev.peer_private_data, client)) s.problem = "the client's disconnect carried no summary";
-        s.poll();
-        s.check_final_writes(client.completed);
-        e.cm->set_disconnect_reply(qpn, encode(s.summary));
-        SizeResult r;
-        r.size = s.offer.size;
-        r.messages = s.summary.received;
-        r.seconds = double(host.now_ns() - s.started_ns) / 1e9;
-        r.average_bps = r.seconds > 0 ? double(s.summary.received) * double(r.size) * 8.0 / r.seconds : 0.0;
-        r.peak_bps = r.average_bps;
-        r.message_rate = r.seconds > 0 ? double(s.summary.received) / r.seconds : 0.0;
-        r.wrong_messages = s.summary.wrong;
-        if (s.offer.op != PerfOp::write && s.summary.received < client.completed)
-          r.missing_messages = client.completed - s.summary.received;
-        r.first_problem = !s.problem.empty() ? s.problem
-                          : s.summary.wrong != 0
-                              ? fmt::format("message {} arrived with wrong bytes", s.summary.first_wrong)
-                              : r.missing_messages != 0 ? fmt::format("{} messages never arrived", r.missing_messages)
-                                                        : std::string();
-        if (progress != nullptr && (s.offer.connections <= 16 || s.offer.connection == 0 ||
-                                    s.offer.connection + 1 == s.offer.connections || !r.first_problem.empty()))
-          std::fprintf(progress, " connection %#x%s closed: %llu messages %s, %llu wrong%s%s\n", qpn,
-                       which_of(s.offer).c_str(),
-                       static_cast<unsigned long long>(s.summary.received),
-                       s.offer.verify ? "checked" : "received (not verified: the client did not ask)",
-                       static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
-                       r.first_problem.c_str());
-        run.sizes.push_back(r);
-        close_session(qpn, s);
-        drop(it);
-        if (client.last && o.server_once) {
-          finished = true;
-          finish_at = host.now_ns() + server_linger_ns;  // answer duplicate DREQs for a while
-        }
-      } else if (ev.kind == cm::EventKind::superseded) {
-        if (progress != nullptr)
-          std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
-        close_session(qpn, s);
-        drop(it);
-      }
+  // A client's DREQ (its completions were delivered before it, in the same
+  // turn), or its new incarnation.
+  e->set_peer_close_handler([&](metaroce::Connection& connection, bool superseded) {
+    const std::uint32_t qpn = connection.qpn();
+    const auto it = sessions.find(qpn);
+    if (it == sessions.end()) return;
+    Session& s = *it->second;
+    if (superseded) {
+      if (progress != nullptr)
+        std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
+      close_session(s);
+      sessions.erase(it);
+      return;
     }
-    e.events.clear();
-    if (finished && host.now_ns() >= finish_at) break;
-    e.idle(work);
+    ClientSummary client;
+    if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
+    s.check_final_writes(client.completed);
+    connection.set_close_reply(encode(s.summary));
+    SizeResult r;
+    r.size = s.offer.size;
+    r.messages = s.summary.received;
+    r.seconds = double(now_ns() - s.started_ns) / 1e9;
+    r.average_bps = r.seconds > 0 ? double(s.summary.received) * double(r.size) * 8.0 / r.seconds : 0.0;
+    r.peak_bps = r.average_bps;
+    r.message_rate = r.seconds > 0 ? double(s.summary.received) / r.seconds : 0.0;
+    r.wrong_messages = s.summary.wrong;
+    if (s.offer.op != PerfOp::write && s.summary.received < client.completed)
+      r.missing_messages = client.completed - s.summary.received;
+    r.first_problem = !s.problem.empty() ? s.problem
+                      : s.summary.wrong != 0 ? fmt::format("message {} arrived with wrong bytes", s.summary.first_wrong)
+                      : r.missing_messages != 0 ? fmt::format("{} messages never arrived", r.missing_messages)
+                                                : std::string();
+    if (progress != nullptr && (s.offer.connections <= 16 || s.offer.connection == 0 ||
+                                s.offer.connection + 1 == s.offer.connections || !r.first_problem.empty()))
+      std::fprintf(progress, " connection %#x%s closed: %llu messages %s, %llu wrong%s%s\n", qpn,
+                   which_of(s.offer).c_str(), static_cast<unsigned long long>(s.summary.received),
+                   s.offer.verify ? "checked" : "received (not verified: the client did not ask)",
+                   static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
+                   r.first_problem.c_str());
+    run.sizes.push_back(r);
+    close_session(s);
+    sessions.erase(it);
+    if (client.last && o.server_once) {
+      finished = true;
+      finish_at = now_ns() + server_linger_ns;  // answer duplicate DREQs for a while
+    }
+  });
+  while (!interrupted.load()) {
+    const std::size_t work = e->poll();
+    if (finished && now_ns() >= finish_at) break;
+    idle(o, work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
-  for (auto& [qpn, s] : sessions) stack::add_counters(run.connection_b, s->connection->counters());
-  host.refresh_port_counters();
-  run.host_b = host.counters();
-  run.cm_counters = cm_counters(e.cm->counters());
+  for (auto& [qpn, s] : sessions) add_by_name(run.connection_b, s->connection->counters());
+  const std::vector<metaroce::CounterGroup> counters = e->counters();
+  add_by_name(run.host_b, counters);
+  run.cm_counters = cm_counters(counters);
   return run;
 }
 
@@ -408,149 +393,108 @@ namespace {
 // connection numbers its own messages 0, 1, ... (immediate, pattern, slot),
 // so the server checks each one as it would a lone connection.
 struct ClientConnection {
-  std::uint64_t cm_id = 0;
-  bool established = false;                     // the handshake completed: a DREQ closes it
-  transport::Connection* connection = nullptr;  // on the host, once established
-  std::uint32_t local_qpn = 0;
+  metaroce::Connection* connection = nullptr;
   std::uint64_t remote_base = 0;
   std::uint32_t rkey = 0;
   std::uint64_t completed = 0;  // its messages completed successfully
   ServerSummary theirs;         // the server's, from the DREP
 };
 
-// DREQs for every established connection, each carrying its count of
-// completed messages, and the server's summaries from the DREPs. The one
-// that says `last` goes only once every other has its answer, so a server
-// that exits on it has closed them all. The first problem, or "".
-std::string close_connections(Endpoint& e, std::vector<ClientConnection>& conns, bool last,
-                              std::uint64_t& torn_down) {
+// DREQs for every connection, each carrying its count of completed
+// messages, and the server's summaries from the DREPs. The one that says
+// `last` goes only once every other has its answer, so a server that exits
+// on it has closed them all. Their counters go into `counters`. The first
+// problem, or "".
+std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnection>& conns, bool last,
+                              std::uint64_t& torn_down, transport::ConnectionCounters& counters) {
   std::string problem;
   const auto note = [&](std::string what) {
     if (problem.empty()) problem = std::move(what);
   };
-  std::vector<std::size_t> open;
-  for (std::size_t k = 0; k < conns.size(); ++k)
-    if (conns[k].established) open.push_back(k);
-  const auto close = [&](std::span<const std::size_t> which, bool with_last) {
-    std::vector<std::uint64_t> ids;
-    std::vector<std::size_t> closing;
-    for (const std::size_t k : which) {
+  const auto close = [&](std::span<ClientConnection> which, bool with_last) {
+    std::vector<metaroce::Connection*> connections;
+    std::vector<std::vector<std::uint8_t>> summaries;
+    for (const ClientConnection& c : which) {
       ClientSummary mine;
-      mine.completed = conns[k].completed;
+      mine.completed = c.completed;
       mine.last = with_last;
-      std::string error;
-      if (!e.cm->disconnect(e.host->now_ns(), conns[k].cm_id, encode(mine), error)) {
-        note(error);
-        continue;
-      }
-      ids.push_back(conns[k].cm_id);
-      closing.push_back(k);
+      connections.push_back(c.connection);
+      summaries.push_back(encode(mine));
     }
-    std::vector<cm::Event> closed;
-    stack::wait_for_events(e, ids, cm::EventKind::disconnected, closed, interrupted);
-    for (std::size_t i = 0; i < closing.size(); ++i) {
+    const std::vector<metaroce::CloseResult> closed = e.close_all(connections, summaries);
+    for (std::size_t i = 0; i < which.size(); ++i) {
+      which[i].connection = nullptr;
+      add_by_name(counters, closed[i].counters);
       if (!closed[i].error.empty())
         note(closed[i].error);
-      else if (!decode_summary(closed[i].peer_private_data, conns[closing[i]].theirs))
+      else if (!decode_summary(closed[i].reply_data, which[i].theirs))
         note("the server's disconnect reply carried no summary");
       else
         ++torn_down;
     }
   };
-  if (!open.empty()) {
-    const std::span<const std::size_t> all(open);
+  if (!conns.empty()) {
+    const std::span<ClientConnection> all(conns);
     close(all.first(all.size() - 1), false);
     close(all.last(1), last);
   }
   return problem;
 }
 
-void remove_connections(Endpoint& e, std::vector<ClientConnection>& conns) {
-  for (auto& c : conns) {
-    if (c.connection != nullptr) e.remove_connection(c.local_qpn);
-    c.connection = nullptr;
-  }
-}
-
-// Opens the -q connections of one size, all handshakes at once. On failure,
-// closes those the server accepted (their DREQs say `last`: this client is
-// done) and says which connection failed and why.
-bool open_connections(const PerfOptions& o, Endpoint& e, cm::ConnectRequest request, Offer offer,
-                      std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
+// Opens the -q connections of one size, all handshakes at once; false and
+// `error` (which connection failed and why) when one fails, after closing
+// those the server accepted.
+bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
+                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
   const std::uint32_t qps = o.qps;
-  conns.assign(qps, ClientConnection{});
+  conns.clear();
+  std::vector<metaroce::ConnectOptions> requests(qps, request);
+  for (std::uint32_t k = 0; k < qps; ++k) {
+    offer.connection = static_cast<std::uint16_t>(k);  // -q is at most 16384: the offer's 16 bits hold it
+    offer.connections = static_cast<std::uint16_t>(qps);
+    requests[k].private_data = encode(offer);
+  }
   const auto which = [&](std::size_t k) {
     return qps > 1 ? fmt::format("connection {} of {} (-q {}) for {} B messages: ", k + 1, qps, qps, offer.size)
                    : std::string();
   };
-  std::vector<std::uint64_t> ids;
-  ids.reserve(qps);
-  const std::uint64_t setup_start = e.host->now_ns();
-  for (std::uint32_t k = 0; k < qps; ++k) {
-    offer.connection = static_cast<std::uint16_t>(k);  // -q is at most 16384: the offer's 16 bits hold it
-    offer.connections = static_cast<std::uint16_t>(qps);
-    request.private_data = encode(offer);
-    std::string connect_error;
-    const std::uint64_t id = e.cm->connect(e.host->now_ns(), request, connect_error);
-    if (id == 0) {  // the request itself is bad: the same for every connection, so k is 0
-      error = which(k) + connect_error;
-      return false;
-    }
-    conns[k].cm_id = id;
-    ids.push_back(id);
-  }
-  std::vector<cm::Event> answers;
-  const bool all_established = stack::wait_for_events(e, ids, cm::EventKind::established, answers, interrupted);
-  if (all_established) {
-    run.cm_connections_set_up += qps;
-    run.cm_setup_seconds += double(e.host->now_ns() - setup_start) / 1e9;
-  }
+  const std::uint64_t setup_start = now_ns();
+  const std::vector<metaroce::ConnectResult> made = e.connect_each(o.server_address, requests);
+  const double setup_s = double(now_ns() - setup_start) / 1e9;
   std::string problem;
   for (std::size_t k = 0; k < qps; ++k) {
-    cm::Event& ev = answers[k];
-    if (ev.kind != cm::EventKind::established || !ev.error.empty() || ev.id != ids[k]) {
-      if (problem.empty()) {
-        problem = which(k) + ev.error;
-        // The server's connection limit (or memory) when it is a -q run.
-        if (qps > 1 && ev.error.find(cm::to_string(cm::RejectReason::no_resources)) != std::string::npos)
-          problem += fmt::format(": lower -q {}, or raise the server's --max-connections", qps);
-      }
-      continue;
-    }
-    ClientConnection& c = conns[k];
-    c.established = true;
-    if (!problem.empty()) continue;  // closed below without a connection of ours
-    if (ev.peer_private_data.size() < 12) {
+    if (made[k].connection != nullptr || !problem.empty()) continue;
+    problem = which(k) + made[k].error;
+    // The server's connection limit (or memory) when it is a -q run.
+    if (qps > 1 && made[k].error.find("takes no more connections") != std::string::npos)
+      problem += fmt::format(": lower -q {}, or raise the server's --max-connections", qps);
+  }
+  if (problem.empty()) {
+    run.cm_connections_set_up += qps;
+    run.cm_setup_seconds += setup_s;
+  }
+  for (std::uint32_t k = 0; k < qps; ++k) {
+    if (made[k].connection == nullptr) continue;
+    ClientConnection c;
+    c.connection = made[k].connection;
+    const std::vector<std::uint8_t>& reply = c.connection->peer_private_data();
+    if (reply.size() >= 12) {
+      c.remote_base = wire::load_be64(reply.data());
+      c.rkey = wire::load_be32(reply.data() + 8);
+    } else if (problem.empty()) {
       problem = which(k) + "the server's reply carried no buffer address: is it a metaroce-perf --server?";
-      continue;
     }
-    c.remote_base = wire::load_be64(ev.peer_private_data.data());
-    c.rkey = wire::load_be32(ev.peer_private_data.data() + 8);
-    std::string cc_error;
-    auto congestion = stack::make_congestion_control(ev.cc, ev.config, cc_error);
-    if (!cc_error.empty()) {
-      problem = which(k) + cc_error;
-      continue;
-    }
-    c.connection = e.add_connection(ev.config, std::move(congestion), cc_error);
-    if (c.connection == nullptr) {
-      problem = which(k) + cc_error;
-      continue;
-    }
-    c.local_qpn = ev.config.local_qpn;
-    c.connection->connect();
+    conns.push_back(c);
   }
   if (problem.empty()) return true;
   std::uint64_t closed = 0;
-  close_connections(e, conns, true, closed);
-  remove_connections(e, conns);
+  close_connections(e, conns, true, closed, run.connection_a);
   error = problem;
   return false;
 }
 
-bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool last, std::FILE* progress,
-                 RunResult& run) {
-  engine::EngineHost& host = *e.host;
+bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
+                 std::uint64_t size, bool last, std::FILE* progress, RunResult& run) {
   const std::uint32_t qps = o.qps;
   // As in the loopback: up to tx_depth slots per connection, within the
   // slot budget for the whole size (at least one each).
@@ -567,20 +511,6 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
                               o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * qps) : ~0ull)));
 
-  cm::ConnectRequest request;
-  request.connection.mode = o.mode;
-  request.connection.mtu = o.mtu;
-  request.connection.paths = o.paths;
-  request.connection.streams = o.streams;
-  request.connection.path_window = o.path_window;
-  request.connection.psn_window = o.psn_window;
-  stack::tolerate_stalls(request.connection);
-  // The next hop's MAC: given, or asked for once (cached for later sizes).
-  stack::NextHop hop;
-  if (!stack::resolve_next_hop(e, o.server_address, o.gateway, o.peer_mac, hop, run.error, interrupted))
-    return false;
-  stack::set_peer(request.connection.endpoints, hop);
-  request.cc = o.cc;
   std::vector<ClientConnection> conns;
   const double setup_before = run.cm_setup_seconds;
   if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
@@ -588,8 +518,9 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
 
   // Connection k's slots are k * slots .. (k + 1) * slots - 1 of the source.
   std::vector<std::uint8_t> source(std::uint64_t{slots} * qps * size, 0x5a);
-  const std::uint32_t lkey =
-      host.memory().register_region(source.data(), source.size(), transport::access_local_write);
+  std::string error;
+  const metaroce::MemoryRegion source_memory =
+      e.register_memory(source.data(), source.size(), metaroce::access_local_write, error);
   SizeResult result;
   result.size = size;
   result.connections = qps;
@@ -597,10 +528,9 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   std::vector<std::uint8_t> slot_busy(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> slot_posted_ns(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> latencies_ns;
-  std::vector<transport::Completion> completions;
   std::uint64_t posted = 0, completed = 0, failed = 0;
-  std::vector<transport::Completion> polled;  // one connection's, then appended to completions
-  const std::uint64_t t0 = host.now_ns();
+  std::uint64_t now = now_ns();
+  const std::uint64_t t0 = now;
   const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
   std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
   bool posting = true;
@@ -610,43 +540,44 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
   const auto slot_of = [&](std::uint64_t m) {
     return static_cast<std::size_t>((m % qps) * slots + (m / qps) % slots);
   };
+  // Completions are delivered by the endpoint's poll, each connection's in order.
+  const auto on_completion = [&](const metaroce::Completion& c) {
+    const std::size_t slot = slot_of(c.wr_id);
+    slot_busy[slot] = false;
+    last_event = end = now;
+    if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
+    if (c.status != metaroce::Status::success) {
+      ++failed;
+      if (problem.empty()) problem = fmt::format("message {} completed with {}", c.wr_id, metaroce::to_string(c.status));
+      return;
+    }
+    ++completed;
+    ++conns[c.wr_id % qps].completed;
+  };
+  for (ClientConnection& c : conns) c.connection->set_completion_handler(on_completion);
   const auto data_packets = [&] {
     std::uint64_t n = 0;
-    for (const auto& c : conns) n += c.connection->counters().data_packets_sent + c.connection->counters().retransmitted_packets;
+    for (const auto& c : conns) {
+      const metaroce::CounterGroup counters = c.connection->counters();
+      n += counters.get("data_packets_sent") + counters.get("retransmitted_packets");
+    }
     return n;
   };
   const auto retransmissions = [&] {
     std::uint64_t n = 0;
-    for (const auto& c : conns) n += stack::path_retransmissions(*c.connection);
+    for (const auto& c : conns)
+      for (const metaroce::PathStats& p : c.connection->paths()) n += p.resent;
     return n;
   };
   const std::uint64_t sent_before = data_packets();
+  const metaroce::Op op = o.op == PerfOp::write       ? metaroce::Op::write
+                          : o.op == PerfOp::write_imm ? metaroce::Op::write_imm
+                                                      : metaroce::Op::send;
   for (;;) {
-    const std::uint64_t turn_start = rte_rdtsc();
+    const std::uint64_t turn_start = __rdtsc();
     const std::uint64_t posted_before = posted;
-    std::size_t work = e.turn();
-    e.events.clear();
-    const std::uint64_t now = host.now_ns();
-    // Only the connections with completions.
-    completions.clear();
-    work += host.host().poll_completions(
-        polled, [&](transport::Connection&, const std::vector<transport::Completion>& got) {
-          completions.insert(completions.end(), got.begin(), got.end());
-        });
-    for (const auto& c : completions) {
-      const std::size_t slot = slot_of(c.wr_id);
-      slot_busy[slot] = false;
-      last_event = end = now;
-      if (o.test == PerfTest::lat) latencies_ns.push_back(now - slot_posted_ns[slot]);
-      if (c.status != transport::CompletionStatus::success) {
-        ++failed;
-        if (problem.empty())
-          problem = fmt::format("message {} completed with {}", c.wr_id, transport::to_string(c.status));
-        continue;
-      }
-      ++completed;
-      ++conns[c.wr_id % qps].completed;
-    }
+    now = now_ns();
+    std::size_t work = e.poll();
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
     // Each connection has its `slots` (at most tx_depth) messages in flight.
@@ -657,20 +588,19 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
       const std::size_t slot = slot_of(m);
       std::uint8_t* buffer = source.data() + slot * size;
       if (o.verify) fill_pattern(buffer, size, own);
-      transport::SendRequest r;
-      r.wr_id = m;
-      r.op = o.op == PerfOp::write ? transport::SendOp::write
-             : o.op == PerfOp::write_imm ? transport::SendOp::write_imm : transport::SendOp::send;
-      r.stream = static_cast<std::uint16_t>(own % o.streams);
-      r.local_addr = buffer;
-      r.length = size;
-      r.lkey = lkey;
-      r.remote_addr = c.remote_base + (own % slots) * size;
-      r.rkey = c.rkey;
-      r.imm = static_cast<std::uint32_t>(own);
-      const auto pr = c.connection->post_send(r);
-      if (pr != transport::PostResult::ok) {
-        problem = fmt::format("post_send refused message {}: {}", m, transport::to_string(pr));
+      metaroce::SendWork w;
+      w.wr_id = m;
+      w.op = op;
+      w.stream = static_cast<std::uint16_t>(own % o.streams);
+      w.local = buffer;
+      w.length = size;
+      w.lkey = source_memory.key;
+      w.remote_addr = c.remote_base + (own % slots) * size;
+      w.rkey = c.rkey;
+      w.imm = static_cast<std::uint32_t>(own);
+      const metaroce::PostResult pr = c.connection->post_send(w);
+      if (pr != metaroce::PostResult::ok) {
+        problem = fmt::format("post_send refused message {}: {}", m, metaroce::to_string(pr));
         posting = false;
         break;
       }
@@ -698,21 +628,24 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     ++result.sender_turns;
     if (work != 0 || posted != posted_before) {
       ++result.sender_busy_turns;
-      result.sender_busy_cycles += rte_rdtsc() - turn_start;
+      result.sender_busy_cycles += __rdtsc() - turn_start;
     }
     if (!posting && now - last_event > drain_limit_ns) {
       if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
       break;
     }
-    e.idle(work);
+    idle(o, work);
   }
+  result.packets_sent = data_packets() - sent_before;
+  run.retransmitted += retransmissions();
+  for (ClientConnection& c : conns) c.connection->set_completion_handler({});  // flushed ones are not counted
 
   // The server's view of each connection: what it received and verified.
-  const std::uint64_t teardown_start = host.now_ns();
+  const std::uint64_t teardown_start = now_ns();
   std::uint64_t torn_down = 0;
-  const std::string closing = close_connections(e, conns, last, torn_down);
+  const std::string closing = close_connections(e, conns, last, torn_down, run.connection_a);
   run.cm_connections_torn_down += torn_down;
-  run.cm_teardown_seconds += double(host.now_ns() - teardown_start) / 1e9;
+  run.cm_teardown_seconds += double(now_ns() - teardown_start) / 1e9;
   if (problem.empty()) problem = closing;
   result.messages = completed;
   result.seconds = double(end - t0) / 1e9;
@@ -733,15 +666,11 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
     problem = fmt::format("the server found wrong bytes in {} messages, the first message {}", result.wrong_messages,
                           first_wrong);
   result.first_problem = problem;
-  result.packets_sent = data_packets() - sent_before;
   if (result.packets_sent != 0)
     result.cycles_per_packet = double(result.sender_busy_cycles) / double(result.packets_sent);
   summarize_latencies(latencies_ns, result);
-  for (const auto& c : conns) stack::add_counters(run.connection_a, c.connection->counters());
-  run.retransmitted += retransmissions();
   run.sizes.push_back(result);
-  remove_connections(e, conns);
-  host.memory().deregister(lkey);
+  e.deregister_memory(source_memory);
   return true;
 }
 
@@ -749,33 +678,42 @@ bool client_size(const PerfOptions& o, Endpoint& e, std::uint64_t size, bool las
 
 RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   RunResult run;
-  Endpoint e;
-  if (!stack::open_endpoint(remote_port_options(o), e, run.error)) return run;
+  std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
+  if (!e) return run;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  // The next hop's MAC once, before the first size (each size's request
-  // finds it in the neighbour cache).
-  stack::NextHop hop;
-  if (!stack::resolve_next_hop(e, o.server_address, o.gateway, o.peer_mac, hop, run.error, interrupted)) return run;
+  metaroce::ConnectOptions request;
+  request.mode = std::string(transport::to_string(o.mode));
+  request.mtu = o.mtu;
+  request.paths = o.paths;
+  request.streams = o.streams;
+  request.path_window = o.path_window;
+  request.psn_window = o.psn_window;
+  request.gateway = o.gateway;
+  request.peer_mac = o.peer_mac;
+  request.congestion = o.cc.empty() ? "none" : o.cc;
+  // The next hop's MAC once, before the first size (each size's requests
+  // find it in the neighbour cache).
+  metaroce::NextHop hop;
+  if (!e->next_hop(o.server_address, request, hop, run.error)) return run;
   if (progress != nullptr) {
-    std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(),
-                 wire::to_string(hop.via).c_str(), mac_string(hop.mac).c_str(),
-                 hop.given ? "--peer-mac" : hop.via.version == 4 ? "ARP" : "neighbour discovery");
+    std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(), hop.address.c_str(),
+                 hop.mac.c_str(), hop.learned == "given" ? "--peer-mac" : hop.learned.c_str());
     std::fflush(progress);
   }
   for (std::size_t i = 0; i < o.sizes.size(); ++i)
-    if (!client_size(o, e, o.sizes[i], i + 1 == o.sizes.size(), progress, run)) break;
+    if (!client_size(o, *e, request, o.sizes[i], i + 1 == o.sizes.size(), progress, run)) break;
   // Let the last RTU / DREQ answers out before the port stops.
-  for (int i = 0; i < 100; ++i) e.turn();
-  e.host->refresh_port_counters();
-  run.host_a = e.host->counters();
+  for (int i = 0; i < 100; ++i) e->poll();
+  const std::vector<metaroce::CounterGroup> counters = e->counters();
+  add_by_name(run.host_a, counters);
+  run.cm_counters = cm_counters(counters);
   // DPDK 22.11's memif unmaps a departed peer's rings on its interrupt
   // thread, racing with an lcore in rx burst (a crash, seen with thousands
   // of connections): stop polling and let the server, which lingers
   // server_linger_ns after the last connection, go first.
-  if (e.port->driver() == "net_memif")
+  if (e->driver() == "net_memif")
     std::this_thread::sleep_for(std::chrono::nanoseconds(2 * server_linger_ns + 100'000'000));
-  run.cm_counters = cm_counters(e.cm->counters());
   return run;
 }
 

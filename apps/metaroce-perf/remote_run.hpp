@@ -18,13 +18,11 @@
 
 namespace metaroce::perf {
 
-// Starts EAL for --server/--client: from the preset (its lcores, memory,
-// hugepages and vdev; --iface replaces the vdev's iface=), or from the EAL
-// arguments after `--`. A per-process file prefix lets two run on one host.
-bool start_remote_eal(const PerfOptions& options, std::string& error);
-
-// Need a started EAL. `progress` gets a line each second and the server's
-// per-connection summaries.
+// Each opens a metaroce::Endpoint (include/metaroce), which starts EAL:
+// from the preset (its lcores, memory, hugepages and vdev; --iface replaces
+// the vdev's iface=), or from the EAL arguments after `--`, with a
+// per-process file prefix so that two run on one host. `progress` gets a
+// line each second and the server's per-connection summaries.
 RunResult run_server(const PerfOptions& options, std::FILE* progress);
 RunResult run_client(const PerfOptions& options, std::FILE* progress);
 

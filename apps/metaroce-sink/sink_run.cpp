@@ -262,7 +262,7 @@ SinkResult Sink::run() {
   catch_stop_signals();
   e_->listen([this](const metaroce::IncomingRequest& request, metaroce::Connection& connection,
                     std::vector<std::uint8_t>& reply) { return accept(request, connection, reply); },
-             false);
+             metaroce::ListenOptions{.queue_for_accept = false});
   e_->set_peer_close_handler([this](metaroce::Connection& c, bool superseded) { on_peer_close(c, superseded); });
   if (progress_ != nullptr) {
     std::fprintf(progress_, " metaroce-sink on %s (MAC %s, address %s): waiting for metaroce-gen; %s\n",

@@ -94,6 +94,29 @@ enum class Verdict : std::uint8_t {
 using AcceptFunction =
     std::function<Verdict(const IncomingRequest& request, Connection& connection, std::vector<std::uint8_t>& reply_private_data)>;
 
+// One request of Endpoint::connect_each: the connection, or why none.
+struct ConnectResult {
+  Connection* connection = nullptr;
+  std::string error;
+};
+
+struct ListenOptions {
+  // Accepted connections also wait for accept(); a server that takes them
+  // in its accept function says false.
+  bool queue_for_accept = true;
+  // The server's own windows for its connections (0: as the client asked,
+  // or the transport's default).
+  std::uint32_t path_window = 0;
+  std::uint32_t psn_window = 0;
+};
+
+// Where a client's packets go first (Endpoint::next_hop).
+struct NextHop {
+  std::string address;  // the peer, or the gateway towards it
+  std::string mac;      // xx:xx:xx:xx:xx:xx
+  std::string learned;  // "given" (ConnectOptions::peer_mac), "ARP" or "neighbour discovery"
+};
+
 // How one close went (Endpoint::close_all).
 struct CloseResult {
   bool answered = false;                // the server answered the disconnect request
@@ -128,18 +151,22 @@ class Endpoint {
   // endpoint until the answer (later connects find it cached). Empty and
   // `error` when nobody answers or an address is bad.
   std::string next_hop_mac(const std::string& peer_ip, const ConnectOptions& options, std::string& error);
+  // The same, with where the MAC belongs and how it was learned.
+  bool next_hop(const std::string& peer_ip, const ConnectOptions& options, NextHop& out, std::string& error);
   // Client: one request per entry of `options`, all in flight at once (as
   // thousands of connections are set up); the connections in the same
   // order. All or none: when one fails, `error` names it and those that
   // were made are closed.
   std::vector<Connection*> connect_all(const std::string& peer_ip, const std::vector<ConnectOptions>& options,
                                        std::string& error);
+  // The same, each on its own: for entry k, its connection or why there is
+  // none. Nothing is closed here: close_all those made, if it is to be all
+  // or none.
+  std::vector<ConnectResult> connect_each(const std::string& peer_ip, const std::vector<ConnectOptions>& options);
 
   // Server: from now on, requests are answered by `accept` (none: accept
-  // every request with no reply data). With queue_for_accept, accepted
-  // connections also wait for accept(); a server that takes them in its
-  // accept function says false.
-  void listen(AcceptFunction accept = {}, bool queue_for_accept = true);
+  // every request with no reply data).
+  void listen(AcceptFunction accept = {}, const ListenOptions& options = {});
   // Server: turns until a connection was accepted, up to timeout_s; nullptr
   // and `error` when none came.
   Connection* accept(double timeout_s, std::string& error);
@@ -180,6 +207,7 @@ class Endpoint {
   [[nodiscard]] std::vector<CounterGroup> counters() const;
   [[nodiscard]] std::string mac() const;        // the port's, xx:xx:xx:xx:xx:xx
   [[nodiscard]] std::string port_name() const;  // e.g. net_memif0
+  [[nodiscard]] std::string driver() const;     // the port's PMD, e.g. net_memif
   [[nodiscard]] std::size_t connections() const noexcept;
 
   struct Impl;

@@ -94,36 +94,47 @@ struct HostCounters {
   }
 
   // f(name, value) for every counter; parse errors as "rx_parse_error.<reason>",
-  // the zero ones too, so a reader sees every reason that exists.
+  // the zero ones too, so a reader sees every reason that exists. The
+  // non-const one hands f the counter itself (to set it by name).
   template <class F>
   void visit(F&& f) const {
-    f("rx_frames", rx_frames);
-    f("rx_bytes", rx_bytes);
-    f("rx_linearized", rx_linearized);
-    f("rx_delivered", rx_delivered);
-    f("rx_unknown_qpn", rx_unknown_qpn);
-    f("rx_management", rx_management);
-    f("rx_neighbour", rx_neighbour);
-    f("rx_misdirected", rx_misdirected);
-    f("rx_vlan_mismatch", rx_vlan_mismatch);
+    visit_fields(*this, f);
+  }
+  template <class F>
+  void visit(F&& f) {
+    visit_fields(*this, f);
+  }
+
+ private:
+  template <class Self, class F>
+  static void visit_fields(Self& self, F& f) {
+    f("rx_frames", self.rx_frames);
+    f("rx_bytes", self.rx_bytes);
+    f("rx_linearized", self.rx_linearized);
+    f("rx_delivered", self.rx_delivered);
+    f("rx_unknown_qpn", self.rx_unknown_qpn);
+    f("rx_management", self.rx_management);
+    f("rx_neighbour", self.rx_neighbour);
+    f("rx_misdirected", self.rx_misdirected);
+    f("rx_vlan_mismatch", self.rx_vlan_mismatch);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
-      f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), rx_parse_errors[i]);
-    f("rx_mempool_empty", rx_mempool_empty);
-    f("tx_frames", tx_frames);
-    f("tx_bytes", tx_bytes);
-    f("tx_zero_copy", tx_zero_copy);
-    f("tx_copied", tx_copied);
-    f("tx_deferred", tx_deferred);
-    f("tx_ring_full", tx_ring_full);
-    f("tx_mempool_empty", tx_mempool_empty);
-    f("tx_frame_too_large", tx_frame_too_large);
-    f("polls", polls);
-    f("idle_polls", idle_polls);
-    f("idle_sleeps", idle_sleeps);
-    f("max_poll_gap_ns", max_poll_gap_ns);
-    f("connections_refused", connections_refused);
-    f("connections_polled", connections_polled);
-    neighbour.visit(f);
+      f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), self.rx_parse_errors[i]);
+    f("rx_mempool_empty", self.rx_mempool_empty);
+    f("tx_frames", self.tx_frames);
+    f("tx_bytes", self.tx_bytes);
+    f("tx_zero_copy", self.tx_zero_copy);
+    f("tx_copied", self.tx_copied);
+    f("tx_deferred", self.tx_deferred);
+    f("tx_ring_full", self.tx_ring_full);
+    f("tx_mempool_empty", self.tx_mempool_empty);
+    f("tx_frame_too_large", self.tx_frame_too_large);
+    f("polls", self.polls);
+    f("idle_polls", self.idle_polls);
+    f("idle_sleeps", self.idle_sleeps);
+    f("max_poll_gap_ns", self.max_poll_gap_ns);
+    f("connections_refused", self.connections_refused);
+    f("connections_polled", self.connections_polled);
+    self.neighbour.visit(f);
   }
 };
 

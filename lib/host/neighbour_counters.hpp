@@ -61,12 +61,22 @@ struct NeighbourCounters {
   // f(name, value) for every counter, the errors as "neighbour_rx_error.<reason>".
   template <class F>
   void visit(F&& f) const {
-#define METAROCE_NEIGHBOUR_VISIT(name, what) f(#name, name);
+    visit_fields(*this, f);
+  }
+  template <class F>
+  void visit(F&& f) {
+    visit_fields(*this, f);
+  }
+
+ private:
+  template <class Self, class F>
+  static void visit_fields(Self& self, F& f) {
+#define METAROCE_NEIGHBOUR_VISIT(name, what) f(#name, self.name);
     METAROCE_NEIGHBOUR_COUNTERS(METAROCE_NEIGHBOUR_VISIT)
 #undef METAROCE_NEIGHBOUR_VISIT
     for (std::size_t i = 1; i < wire::neighbour_parse_error_count; ++i)
       f("neighbour_rx_error." + std::string(wire::to_string(static_cast<wire::NeighbourParseError>(i))),
-        rx_errors[i]);
+        self.rx_errors[i]);
   }
 };
 

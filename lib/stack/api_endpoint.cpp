@@ -26,7 +26,7 @@ struct Endpoint::Impl final : ConnectionOwner {
   std::unordered_map<std::uint32_t, std::unique_ptr<Connection>> connections;  // by local QPN
   std::deque<Connection*> accepted;                                            // not yet taken by accept()
   AcceptFunction accept_function;
-  bool queue_for_accept = true;
+  ListenOptions listen_options;
   std::unordered_map<std::uint64_t, cm::Event> client_events;  // by connect() handle
   std::vector<transport::Completion> scratch;
   std::atomic<bool> stop{false};
@@ -196,6 +196,15 @@ bool Endpoint::deregister_memory(const MemoryRegion& region) {
   return impl_->endpoint.host->memory().deregister(region.key);
 }
 
+bool Endpoint::next_hop(const std::string& peer_ip, const ConnectOptions& o, NextHop& out, std::string& error) {
+  stack::NextHop hop;
+  if (!stack::resolve_next_hop(impl_->endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, impl_->stop)) return false;
+  out.address = wire::to_string(hop.via);
+  out.mac = stack::mac_string(hop.mac);
+  out.learned = hop.given ? "given" : hop.via.version == 4 ? "ARP" : "neighbour discovery";
+  return true;
+}
+
 std::string Endpoint::next_hop_mac(const std::string& peer_ip, const ConnectOptions& o, std::string& error) {
   stack::NextHop hop;
   if (!stack::resolve_next_hop(impl_->endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, impl_->stop)) return {};
@@ -209,63 +218,59 @@ Connection* Endpoint::connect(const std::string& peer_ip, const ConnectOptions& 
 
 std::vector<Connection*> Endpoint::connect_all(const std::string& peer_ip, const std::vector<ConnectOptions>& options,
                                                std::string& error) {
+  const std::vector<ConnectResult> results = connect_each(peer_ip, options);
+  std::vector<Connection*> made, opened;
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    if (results[k].connection != nullptr) opened.push_back(results[k].connection);
+    if (results[k].connection == nullptr && error.empty())
+      error = (options.size() > 1 ? fmt::format("connection {} of {}: ", k + 1, options.size()) : std::string()) +
+              results[k].error;
+    made.push_back(results[k].connection);
+  }
+  if (opened.size() == results.size()) return made;
+  close_all(opened);
+  return {};
+}
+
+std::vector<ConnectResult> Endpoint::connect_each(const std::string& peer_ip,
+                                                  const std::vector<ConnectOptions>& options) {
   stack::Endpoint& e = impl_->endpoint;
-  std::vector<std::uint64_t> ids;
-  ids.reserve(options.size());
-  const auto which = [&](std::size_t k) {
-    return options.size() > 1 ? fmt::format("connection {} of {}: ", k + 1, options.size()) : std::string();
-  };
+  std::vector<ConnectResult> results(options.size());
+  std::vector<std::uint64_t> ids(options.size(), 0);  // 0: the request itself was refused
   for (std::size_t k = 0; k < options.size(); ++k) {
     cm::ConnectRequest request;
-    std::string problem;
-    std::uint64_t id = 0;
-    if (impl_->request_for(peer_ip, options[k], request, problem)) id = e.cm->connect(e.host->now_ns(), request, problem);
-    if (id == 0) {
-      error = which(k) + problem;
-      // Those already asked for are dropped when they answer (no event is waited for).
-      return {};
-    }
-    ids.push_back(id);
+    if (impl_->request_for(peer_ip, options[k], request, results[k].error))
+      ids[k] = e.cm->connect(e.host->now_ns(), request, results[k].error);
   }
   const double wait_s = impl_->connect_timeout_s + 1.0;  // the manager gives up first, with its reason
   std::size_t answered = 0;
   impl_->turn_until([&] {
-    while (answered < ids.size() && impl_->client_events.contains(ids[answered])) ++answered;
+    while (answered < ids.size() && (ids[answered] == 0 || impl_->client_events.contains(ids[answered]))) ++answered;
     return answered == ids.size();
   }, wait_s);
-  std::vector<Connection*> made(ids.size(), nullptr);
-  std::string problem;
   for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] == 0) continue;
     const auto at = impl_->client_events.find(ids[k]);
     if (at == impl_->client_events.end()) {
-      if (problem.empty())
-        problem = which(k) + (impl_->stop ? std::string("interrupted")
-                                          : fmt::format("no answer from {} in {} s: is a server listening there?",
-                                                        peer_ip, wait_s));
+      results[k].error = impl_->stop ? std::string("interrupted")
+                                     : fmt::format("no answer from {} in {} s: is a server listening there?",
+                                                   peer_ip, wait_s);
       continue;
     }
     cm::Event ev = std::move(at->second);
     impl_->client_events.erase(at);
     if (ev.kind != cm::EventKind::established) {
-      if (problem.empty()) problem = which(k) + ev.error;
+      results[k].error = std::move(ev.error);
       continue;
     }
-    std::string why;
-    made[k] = impl_->establish(ev, why);
-    if (made[k] == nullptr && problem.empty()) problem = which(k) + why;
+    results[k].connection = impl_->establish(ev, results[k].error);
   }
-  if (problem.empty()) return made;
-  std::vector<Connection*> opened;
-  for (Connection* c : made)
-    if (c != nullptr) opened.push_back(c);
-  close_all(opened);
-  error = problem;
-  return {};
+  return results;
 }
 
-void Endpoint::listen(AcceptFunction accept, bool queue_for_accept) {
+void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
   impl_->accept_function = std::move(accept);
-  impl_->queue_for_accept = queue_for_accept;
+  impl_->listen_options = options;
   Impl* impl = impl_.get();
   impl->endpoint.cm->listen([impl](const transport::ConnectionConfig& config, const cm::Message& request,
                                    std::vector<std::uint8_t>& reply) {
@@ -283,6 +288,8 @@ void Endpoint::listen(AcceptFunction accept, bool queue_for_accept) {
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     transport::ConnectionConfig c = config;
     stack::tolerate_stalls(c);
+    if (impl->listen_options.path_window != 0) c.path_window = impl->listen_options.path_window;
+    if (impl->listen_options.psn_window != 0) c.psn_window = impl->listen_options.psn_window;
     transport::Connection* t = impl->endpoint.add_connection(c, std::move(congestion), error);
     if (t == nullptr) return cm::RejectReason::no_resources;
     Connection* out = impl->adopt(*t, 0, true, in.private_data);
@@ -301,7 +308,7 @@ void Endpoint::listen(AcceptFunction accept, bool queue_for_accept) {
         default: return cm::RejectReason::refused;
       }
     }
-    if (impl->queue_for_accept) impl->accepted.push_back(out);
+    if (impl->listen_options.queue_for_accept) impl->accepted.push_back(out);
     return cm::RejectReason::none;
   });
 }
@@ -411,6 +418,7 @@ void release_eal() {
 
 std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
 std::string Endpoint::port_name() const { return impl_->endpoint.port->name(); }
+std::string Endpoint::driver() const { return impl_->endpoint.port->driver(); }
 std::size_t Endpoint::connections() const noexcept { return impl_->connections.size(); }
 
 }  // namespace metaroce

@@ -60,9 +60,16 @@ struct ConnectionCounters {
   METAROCE_CONNECTION_COUNTERS(METAROCE_DECLARE_COUNTER)
 #undef METAROCE_DECLARE_COUNTER
 
-  // Calls f(name, value) for each counter, in declaration order.
+  // Calls f(name, value) for each counter, in declaration order; the
+  // non-const one hands f the counter itself (to set it by name).
   template <typename F>
   void for_each(F&& f) const {
+#define METAROCE_VISIT_COUNTER(name, what) f(std::string_view(#name), name);
+    METAROCE_CONNECTION_COUNTERS(METAROCE_VISIT_COUNTER)
+#undef METAROCE_VISIT_COUNTER
+  }
+  template <typename F>
+  void for_each(F&& f) {
 #define METAROCE_VISIT_COUNTER(name, what) f(std::string_view(#name), name);
     METAROCE_CONNECTION_COUNTERS(METAROCE_VISIT_COUNTER)
 #undef METAROCE_VISIT_COUNTER
