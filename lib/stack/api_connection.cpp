@@ -17,19 +17,7 @@ transport::SendOp internal(Op op) noexcept {
   return transport::SendOp::write;
 }
 
-PostResult public_result(transport::PostResult r) noexcept {
-  switch (r) {
-    case transport::PostResult::ok: return PostResult::ok;
-    case transport::PostResult::not_ready: return PostResult::not_ready;
-    case transport::PostResult::bad_stream: return PostResult::bad_stream;
-    case transport::PostResult::bad_lkey: return PostResult::bad_lkey;
-    case transport::PostResult::bad_rkey: return PostResult::bad_rkey;
-    case transport::PostResult::too_long: return PostResult::too_long;
-    case transport::PostResult::queue_full: return PostResult::queue_full;
-    case transport::PostResult::no_resources: return PostResult::no_resources;
-  }
-  return PostResult::not_ready;
-}
+PostResult public_result(transport::PostResult r) noexcept { return static_cast<PostResult>(r); }
 
 // The public enums list the same statuses and kinds in the same order.
 static_assert(static_cast<int>(transport::CompletionStatus::count_) ==
@@ -90,18 +78,12 @@ bool decode_remote_buffer(const std::vector<std::uint8_t>& bytes, RemoteBuffer& 
   return true;
 }
 
+// The public PostResult lists the transport's results in the same order.
+static_assert(static_cast<int>(transport::PostResult::no_resources) == static_cast<int>(PostResult::no_resources));
+static_assert(static_cast<int>(transport::PostResult::queue_full) == static_cast<int>(PostResult::queue_full));
+
 std::string_view to_string(PostResult r) noexcept {
-  switch (r) {
-    case PostResult::ok: return "ok";
-    case PostResult::not_ready: return "not_ready";
-    case PostResult::bad_stream: return "bad_stream";
-    case PostResult::bad_lkey: return "bad_lkey";
-    case PostResult::bad_rkey: return "bad_rkey";
-    case PostResult::too_long: return "too_long";
-    case PostResult::queue_full: return "queue_full";
-    case PostResult::no_resources: return "no_resources";
-  }
-  return "unknown";
+  return transport::to_string(static_cast<transport::PostResult>(r));
 }
 
 std::string_view to_string(Status s) noexcept {

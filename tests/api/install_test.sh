@@ -43,7 +43,7 @@ libdir=$(dirname "$(dirname "$pc")")
 prefix=$(cd "$libdir" && while [ "$(basename "$PWD")" != lib ] && [ "$PWD" != / ]; do cd ..; done; dirname "$PWD")
 check "the static and the shared library are installed" '[ -f "$libdir/libmetaroce.a" ] && [ -L "$libdir/libmetaroce.so" ]'
 check "every public header is installed under include/metaroce" \
-  'for h in counters endpoint metaroce simulation types version; do [ -f "$prefix/include/metaroce/$h.hpp" ] || exit 1; done'
+  'for h in counters endpoint metaroce sans_io simulation types version; do [ -f "$prefix/include/metaroce/$h.hpp" ] || exit 1; done'
 check "no internal header is installed" '[ -z "$(find "$prefix/include" -type f ! -path "*/include/metaroce/*.hpp")" ] && [ ! -d "$prefix/include/metaroce/transport" ]'
 check "the apps are installed" \
   'for a in perf gen sink fabric decode; do [ -x "$prefix/bin/metaroce-$a" ] || exit 1; done'

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -219,6 +221,124 @@ TEST(PublicSimulation, TheHandlerTakesWhatWasQueuedFirstThenTheRestInOrder) {
   EXPECT_EQ(order, (std::vector<std::uint64_t>{0, 1, 2, 3}));
   metaroce::Completion c;
   EXPECT_EQ(p.a->poll_completions(&c, 1), 0u);  // the handler took them all
+}
+
+// Two sans-I/O hosts whose frames the test carries itself, one way delay
+// 5 us, dropping exactly the frames `drop` names (by their order a -> b).
+struct Wire {
+  metaroce::SansIoHost a, b;
+  std::uint64_t now = 0;
+  std::uint64_t a_to_b = 0;  // frames a sent so far
+  std::vector<std::uint64_t> drop;
+  std::uint64_t delivered_to_b = 0;
+
+  // Runs until done() or 10 ms of time; false on timeout.
+  bool run(const std::function<bool()>& done) {
+    struct InFlight {
+      std::uint64_t at;
+      bool to_b;
+      std::vector<std::uint8_t> frame;
+    };
+    std::vector<InFlight> flying;
+    while (!done()) {
+      if (now > 10'000'000) return false;
+      std::vector<std::vector<std::uint8_t>> out;
+      a.transmit(now, out);
+      for (auto& f : out) {
+        const bool dropped = std::find(drop.begin(), drop.end(), a_to_b++) != drop.end();
+        if (!dropped) flying.push_back({now + 5'000, true, std::move(f)});
+      }
+      out.clear();
+      b.transmit(now, out);
+      for (auto& f : out) flying.push_back({now + 5'000, false, std::move(f)});
+      // The next event: a frame landing, or either host's timer.
+      std::uint64_t next = std::min(a.next_deadline(), b.next_deadline());
+      for (const auto& f : flying) next = std::min(next, f.at);
+      if (next == UINT64_MAX) return done();
+      now = std::max(now + 1, next);
+      for (std::size_t i = 0; i < flying.size();) {
+        if (flying[i].at > now) {
+          ++i;
+          continue;
+        }
+        if (flying[i].to_b) {
+          b.receive(now, flying[i].frame);
+          ++delivered_to_b;
+        } else {
+          a.receive(now, flying[i].frame);
+        }
+        flying.erase(flying.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    return true;
+  }
+};
+
+metaroce::SansIoConnectionConfig sans_io_end(bool a) {
+  metaroce::SansIoConnectionConfig c;
+  c.local_mac = a ? "02:00:00:00:00:0a" : "02:00:00:00:00:0b";
+  c.peer_mac = a ? "02:00:00:00:00:0b" : "02:00:00:00:00:0a";
+  c.local_ip = a ? "10.1.0.1" : "10.1.0.2";
+  c.peer_ip = a ? "10.1.0.2" : "10.1.0.1";
+  c.local_qpn = a ? 0x111 : 0x222;
+  c.peer_qpn = a ? 0x222 : 0x111;
+  c.initial_psn = a ? 100 : 200;
+  c.peer_initial_psn = a ? 200 : 100;
+  c.congestion = "none";
+  return c;
+}
+
+TEST(PublicSansIo, OnlyTheDroppedFrameIsResentAndEveryByteLandsInPlace) {
+  Wire w;
+  w.drop = {4};  // the fifth frame a sends: one of the WRITE's 16 data packets
+  std::string error;
+  metaroce::Connection* a = w.a.add_connection(sans_io_end(true), error);
+  metaroce::Connection* b = w.b.add_connection(sans_io_end(false), error);
+  ASSERT_NE(a, nullptr) << error;
+  ASSERT_NE(b, nullptr) << error;
+  std::vector<std::uint8_t> src(65536), dst(65536 + 64, 0);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i);
+  const auto s = w.a.register_memory(src.data(), src.size(), metaroce::access_local_write, error);
+  const auto d = w.b.register_memory(dst.data(), 65536, metaroce::access_remote_write, error);
+  metaroce::SendWork work;
+  work.wr_id = 5;
+  work.local = src.data();
+  work.length = src.size();
+  work.lkey = s.key;
+  work.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+  work.rkey = d.key;
+  ASSERT_EQ(a->post_send(work), metaroce::PostResult::ok);
+  metaroce::Completion c;
+  ASSERT_TRUE(w.run([&] { return a->poll_completions(&c, 1) == 1; }));
+  EXPECT_EQ(c.wr_id, 5u);
+  EXPECT_EQ(c.status, metaroce::Status::success);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+  EXPECT_EQ(dst[65536], 0);  // nothing beyond the region
+  EXPECT_EQ(a->counters().get("data_packets_sent"), 16u);
+  EXPECT_EQ(a->counters().get("retransmitted_packets"), 1u);
+  EXPECT_EQ(b->counters().get("data_packets_received"), 16u);
+  EXPECT_EQ(w.b.counters()[1].get("data_packets_received"), 16u);
+  EXPECT_EQ(w.b.counters()[0].get("rx_frames"), w.delivered_to_b);
+  EXPECT_FALSE(a->wait_completion(c, 1.0));  // nothing more, and no time passes
+}
+
+TEST(PublicSansIo, AMalformedFrameIsCountedAndPlacesNothing) {
+  metaroce::SansIoHost host;
+  std::string error;
+  metaroce::Connection* c = host.add_connection(sans_io_end(false), error);
+  ASSERT_NE(c, nullptr) << error;
+  const std::vector<std::uint8_t> runt(20, 0xff);
+  host.receive(1000, runt);
+  std::uint64_t parse_errors = 0;
+  const std::vector<metaroce::CounterGroup> groups = host.counters();
+  for (const metaroce::Counter& k : groups[0].counters)
+    if (k.name.rfind("rx_parse_error.", 0) == 0) parse_errors += k.value;
+  EXPECT_EQ(parse_errors, 1u);
+  EXPECT_EQ(c->counters().get("data_packets_received"), 0u);
+  metaroce::SansIoConnectionConfig bad = sans_io_end(true);
+  bad.peer_ip = "fd00::1";
+  EXPECT_EQ(host.add_connection(bad, error), nullptr);
+  EXPECT_EQ(error, "addresses '10.1.0.1' and 'fd00::1': give two IPv4 or two IPv6 addresses");
 }
 
 }  // namespace
