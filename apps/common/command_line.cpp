@@ -72,7 +72,11 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const po::opt
   for (const std::string& arg : app_args) {
     const std::string key = option_key(arg);
     if (!key.empty() && is_eal_option(key) && description.find_nothrow(key, false) == nullptr) {
-      message = fmt::format("{} is an EAL option: put it after `--` (OPTIONS -- EAL-ARGS)", spelled(key));
+      // perftest users type -c for connections where this app has -q.
+      if (key == "-c" && description.find_nothrow("qps", false) != nullptr)
+        message = "-c is not an option here (connections are -q N); as EAL's core mask it goes after `--`";
+      else
+        message = fmt::format("{} is an EAL option: put it after `--` (OPTIONS -- EAL-ARGS)", spelled(key));
       return ParseOutcome::error;
     }
   }

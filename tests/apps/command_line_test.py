@@ -20,6 +20,8 @@ MISTAKES = [
     (perf, ["-s", "64", "4"], f"metaroce-perf: unexpected argument '4': every option is --NAME VALUE {EAL_HINT}"),
     (perf, ["--verify", "4"], f"metaroce-perf: unexpected argument '4': --verify takes no value {EAL_HINT}"),
     (perf, ["--vdev", "net_ring0"], "metaroce-perf: --vdev is an EAL option: put it after `--` (OPTIONS -- EAL-ARGS)"),
+    (perf, ["-c", "4"], "metaroce-perf: -c is not an option here (connections are -q N); as EAL's core mask it goes "
+                        "after `--`"),
     (perf, ["-l", "0-1"], "metaroce-perf: -l is an EAL option: put it after `--` (OPTIONS -- EAL-ARGS)"),
     (perf, ["--", "--no-huge", "--verify"],
      "metaroce-perf: --verify is an option of this app, not of EAL: put it before `--` (OPTIONS -- EAL-ARGS)"),
