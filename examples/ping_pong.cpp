@@ -92,10 +92,14 @@ int main(int argc, char** argv) {
                 rtt_us.empty() ? 0.0 : rtt_us[rtt_us.size() / 2],
                 static_cast<unsigned long long>(counters.get("retransmitted_packets")));
     endpoint->close(connection, error);
+    endpoint.reset();
+    metaroce::release_eal();
     return rtt_us.size() == rounds ? 0 : 1;
   }
   endpoint->run_until([&] { return connection->closed_by_peer(); }, 10.0);
   endpoint->close(connection, error);
   std::printf("ping_pong: echoed %d messages\n", rounds);
+  endpoint.reset();
+  metaroce::release_eal();
   return 0;
 }

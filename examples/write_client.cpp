@@ -86,5 +86,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(counters.get("data_packets_sent")),
               static_cast<unsigned long long>(counters.get("retransmitted_packets")));
   if (!endpoint->close(connection, error)) std::fprintf(stderr, "write_client: close: %s\n", error.c_str());
+  endpoint.reset();
+  metaroce::release_eal();
   return 0;
 }

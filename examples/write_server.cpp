@@ -77,5 +77,9 @@ int main(int argc, char** argv) {
   endpoint->run_until([&] { return connection->closed_by_peer(); }, 10.0);
   endpoint->close(connection, error);
   std::printf("write_server: %s\n", wrong == 0 ? "verified" : "MISMATCH");
+  // The endpoint goes (its last answers leave, its port stops), then DPDK
+  // lets go of what it holds, before its threads could outlive main.
+  endpoint.reset();
+  metaroce::release_eal();
   return wrong == 0 ? 0 : 1;
 }
