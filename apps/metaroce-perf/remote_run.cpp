@@ -302,10 +302,12 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     // Many connections: the first and the last of the client's say it.
     if (progress != nullptr && (offer.connections <= 16 || offer.connection == 0 ||
                                 offer.connection + 1 == offer.connections))
-      std::fprintf(progress, " connection %#x from QP %#x%s: %s, %llu B messages, %u paths, %u streams, cc %s\n",
-                   connection.qpn(), request.peer_qpn, which_of(offer).c_str(), to_string(offer.op),
-                   static_cast<unsigned long long>(offer.size), request.paths, request.streams,
-                   request.congestion.empty() ? "none" : request.congestion.c_str());
+      std::fprintf(progress, " connection %#x from QP %#x%s: %s, %s, %llu B messages, %u paths, %u streams, MTU %u, "
+                             "cc %s, %s\n",
+                   connection.qpn(), request.peer_qpn, which_of(offer).c_str(), request.mode.c_str(),
+                   to_string(offer.op), static_cast<unsigned long long>(offer.size), request.paths, request.streams,
+                   connection.mtu(), request.congestion.empty() ? "none" : request.congestion.c_str(),
+                   offer.verify ? "every byte verified" : "not verified");
     Session* raw = s.get();
     if (offer.op != PerfOp::write)
       connection.set_completion_handler([raw](const metaroce::Completion& c) { raw->check(c); });
