@@ -113,6 +113,7 @@ std::string_view to_string(NeighbourParseError e) noexcept {
     case NeighbourParseError::nd_bad_option: return "nd_bad_option";
     case NeighbourParseError::nd_bad_unspecified_source: return "nd_bad_unspecified_source";
     case NeighbourParseError::nd_solicited_to_multicast: return "nd_solicited_to_multicast";
+    case NeighbourParseError::nd_multicast_source: return "nd_multicast_source";
     case NeighbourParseError::count_: break;
   }
   return "unknown";
@@ -191,6 +192,7 @@ NeighbourParseError parse_nd(const std::uint8_t* p, std::size_t len, NeighbourFr
     return NeighbourParseError::nd_bad_unspecified_source;
   if (m.type == icmpv6_neighbour_advertisement && m.solicited && is_multicast(out.ip_dst))
     return NeighbourParseError::nd_solicited_to_multicast;
+  if (is_multicast(out.ip_src)) return NeighbourParseError::nd_multicast_source;
   return NeighbourParseError::ok;
 }
 

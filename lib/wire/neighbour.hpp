@@ -100,6 +100,7 @@ enum class NeighbourParseError : std::uint8_t {
   nd_bad_option,          // an option of length 0, or one past the message's end
   nd_bad_unspecified_source,  // a solicitation from :: with a source address option or to a unicast address
   nd_solicited_to_multicast,  // an advertisement with the solicited flag sent to a group
+  nd_multicast_source,        // from a group address: no packet may come from one, and an answer would go to it
   count_
 };
 

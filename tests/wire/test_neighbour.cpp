@@ -290,6 +290,11 @@ TEST(Neighbour, BadNdIsNamed) {
   std::copy(all_nodes_address.begin(), all_nodes_address.end(), na.begin() + 38);
   reseal(na);
   EXPECT_EQ(parse_neighbour_frame(na, f), NeighbourParseError::nd_solicited_to_multicast);
+  // A solicitation from a group address: its answer would go to the group.
+  bad = good;
+  bad[22] = 0xff;
+  reseal(bad);
+  EXPECT_EQ(parse_neighbour_frame(bad, f), NeighbourParseError::nd_multicast_source);
   // Every reason has a name.
   for (std::size_t i = 0; i < neighbour_parse_error_count; ++i)
     EXPECT_NE(to_string(static_cast<NeighbourParseError>(i)), "unknown") << i;
