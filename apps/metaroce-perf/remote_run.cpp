@@ -156,12 +156,6 @@ void add_by_name(transport::ConnectionCounters& out, const metaroce::CounterGrou
   out.for_each([&](std::string_view name, std::uint64_t& v) { v += g.get(name); });
 }
 
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
 metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   metaroce::EndpointConfig r;
   r.program = "metaroce-perf";
@@ -276,7 +270,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     s->connection = &connection;
     s->offer = offer;
     s->streams = request.streams;
-    s->started_ns = now_ns();
+    s->started_ns = apps::monotonic_ns();
     if (offer.op != PerfOp::send) s->write_region.assign(offer.slots * offer.size, 0);
     const std::uint64_t receives = std::uint64_t{request.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
@@ -347,7 +341,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     SizeResult r;
     r.size = s.offer.size;
     r.messages = s.summary.received;
-    r.seconds = double(now_ns() - s.started_ns) / 1e9;
+    r.seconds = double(apps::monotonic_ns() - s.started_ns) / 1e9;
     r.average_bps = r.seconds > 0 ? double(s.summary.received) * double(r.size) * 8.0 / r.seconds : 0.0;
     r.peak_bps = r.average_bps;
     r.message_rate = r.seconds > 0 ? double(s.summary.received) / r.seconds : 0.0;
@@ -370,12 +364,12 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     sessions.erase(it);
     if (client.last && o.server_once) {
       finished = true;
-      finish_at = now_ns() + server_linger_ns;  // answer duplicate DREQs for a while
+      finish_at = apps::monotonic_ns() + server_linger_ns;  // answer duplicate DREQs for a while
     }
   });
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
-    if (finished && now_ns() >= finish_at) break;
+    if (finished && apps::monotonic_ns() >= finish_at) break;
     idle(o, work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
@@ -460,9 +454,9 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
     return qps > 1 ? fmt::format("connection {} of {} (-q {}) for {} B messages: ", k + 1, qps, qps, offer.size)
                    : std::string();
   };
-  const std::uint64_t setup_start = now_ns();
+  const std::uint64_t setup_start = apps::monotonic_ns();
   const std::vector<metaroce::ConnectResult> made = e.connect_each(o.server_address, requests);
-  const double setup_s = double(now_ns() - setup_start) / 1e9;
+  const double setup_s = double(apps::monotonic_ns() - setup_start) / 1e9;
   std::string problem;
   for (std::size_t k = 0; k < qps; ++k) {
     if (made[k].connection != nullptr || !problem.empty()) continue;
@@ -531,7 +525,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   std::vector<std::uint64_t> slot_posted_ns(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> latencies_ns;
   std::uint64_t posted = 0, completed = 0, failed = 0;
-  std::uint64_t now = now_ns();
+  std::uint64_t now = apps::monotonic_ns();
   const std::uint64_t t0 = now;
   const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
   std::uint64_t last_progress = t0, last_event = t0, window_start = t0, window_done = 0, end = t0, progress_done = 0;
@@ -578,7 +572,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   for (;;) {
     const std::uint64_t turn_start = __rdtsc();
     const std::uint64_t posted_before = posted;
-    now = now_ns();
+    now = apps::monotonic_ns();
     std::size_t work = e.poll();
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
     if (interrupted.load()) posting = false;
@@ -643,11 +637,11 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   for (ClientConnection& c : conns) c.connection->set_completion_handler({});  // flushed ones are not counted
 
   // The server's view of each connection: what it received and verified.
-  const std::uint64_t teardown_start = now_ns();
+  const std::uint64_t teardown_start = apps::monotonic_ns();
   std::uint64_t torn_down = 0;
   const std::string closing = close_connections(e, conns, last, torn_down, run.connection_a);
   run.cm_connections_torn_down += torn_down;
-  run.cm_teardown_seconds += double(now_ns() - teardown_start) / 1e9;
+  run.cm_teardown_seconds += double(apps::monotonic_ns() - teardown_start) / 1e9;
   if (problem.empty()) problem = closing;
   result.messages = completed;
   result.seconds = double(end - t0) / 1e9;

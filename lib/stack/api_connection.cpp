@@ -43,6 +43,33 @@ std::vector<Counter> counter_list(const transport::ConnectionCounters& counters)
   return out;
 }
 
+MemoryRegion register_region(transport::MemoryRegistry& memory, void* addr, std::size_t length,
+                             std::uint32_t access, std::string& error) {
+  if (addr == nullptr || length == 0) {
+    error = "register_memory: give a non-empty buffer";
+    return {};
+  }
+  const std::uint32_t key = memory.register_region(addr, length, access);
+  if (key == 0) {
+    error = "register_memory: the registry is full: deregister regions no longer in use";
+    return {};
+  }
+  return MemoryRegion{addr, length, key};
+}
+
+bool mode_of(const std::string& name, transport::Mode& out, std::string& error) {
+  if (transport::mode_from_string(name, out)) return true;
+  error = "mode '" + name + "' is not one: give metaroce or rocev2";
+  return false;
+}
+
+CounterGroup host_group(const host::HostCounters& counters) {
+  CounterGroup g;
+  g.name = "host";
+  counters.visit([&](const std::string& name, std::uint64_t v) { g.counters.push_back({name, v}); });
+  return g;
+}
+
 std::size_t deliver_completions(host::Host& host, std::vector<transport::Completion>& scratch) {
   return host.poll_completions(scratch, [](transport::Connection& c, std::vector<transport::Completion>& done) {
     auto* owner = reinterpret_cast<Connection*>(c.user_tag());

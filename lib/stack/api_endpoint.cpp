@@ -94,10 +94,7 @@ struct Endpoint::Impl final : ConnectionOwner {
   // A request for `options`; false and `error` for a bad address or MAC.
   bool request_for(const std::string& peer_ip, const ConnectOptions& o, cm::ConnectRequest& request,
                    std::string& error) {
-    if (!transport::mode_from_string(o.mode, request.connection.mode)) {
-      error = fmt::format("mode '{}' is not one: give metaroce or rocev2", o.mode);
-      return false;
-    }
+    if (!mode_of(o.mode, request.connection.mode, error)) return false;
     request.connection.mtu = o.mtu;
     request.connection.paths = o.paths;
     request.connection.streams = o.streams;
@@ -179,17 +176,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
 }
 
 MemoryRegion Endpoint::register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error) {
-  MemoryRegion r;
-  if (addr == nullptr || length == 0) {
-    error = "register_memory: give a non-empty buffer";
-    return r;
-  }
-  const std::uint32_t key = impl_->endpoint.host->memory().register_region(addr, length, access);
-  if (key == 0) {
-    error = "register_memory: the registry is full: deregister regions no longer in use";
-    return r;
-  }
-  return MemoryRegion{addr, length, key};
+  return register_region(impl_->endpoint.host->memory(), addr, length, access, error);
 }
 
 bool Endpoint::deregister_memory(const MemoryRegion& region) {
@@ -397,10 +384,8 @@ bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
 
 std::vector<CounterGroup> Endpoint::counters() const {
   std::vector<CounterGroup> out(3);
-  out[0].name = "host";
   impl_->endpoint.host->refresh_port_counters();
-  impl_->endpoint.host->counters().visit(
-      [&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
+  out[0] = host_group(impl_->endpoint.host->counters());
   out[1].name = "cm";
   const cm::Counters& cm = impl_->endpoint.cm->counters();
 #define METAROCE_PUBLIC_CM(name, what) out[1].counters.push_back({#name, cm.name});

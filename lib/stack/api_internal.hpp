@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "host/host.hpp"
@@ -60,6 +61,15 @@ struct Connection::Impl {
 [[nodiscard]] transport::SendOp internal(Op op) noexcept;
 [[nodiscard]] PostResult public_result(transport::PostResult r) noexcept;
 [[nodiscard]] Completion public_completion(const transport::Completion& c) noexcept;
+// A region registered in `memory` (the endpoint's, the simulated host's,
+// the sans-I/O host's); invalid with `error` for an empty buffer or a full registry.
+[[nodiscard]] MemoryRegion register_region(transport::MemoryRegistry& memory, void* addr, std::size_t length,
+                                           std::uint32_t access, std::string& error);
+// The public mode name into the transport's; false with `error` otherwise.
+[[nodiscard]] bool mode_of(const std::string& name, transport::Mode& out, std::string& error);
+// A host's counters as the public "host" group.
+[[nodiscard]] CounterGroup host_group(const host::HostCounters& counters);
+
 // A connection's counters as name/value pairs.
 [[nodiscard]] std::vector<Counter> counter_list(const transport::ConnectionCounters& counters);
 

@@ -25,26 +25,14 @@ SansIoHost::~SansIoHost() {
 }
 
 MemoryRegion SansIoHost::register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error) {
-  if (addr == nullptr || length == 0) {
-    error = "register_memory: give a non-empty buffer";
-    return {};
-  }
-  const std::uint32_t key = impl_->host.memory().register_region(addr, length, access);
-  if (key == 0) {
-    error = "register_memory: the registry is full: deregister regions no longer in use";
-    return {};
-  }
-  return MemoryRegion{addr, length, key};
+  return register_region(impl_->host.memory(), addr, length, access, error);
 }
 
 bool SansIoHost::deregister_memory(const MemoryRegion& region) { return impl_->host.memory().deregister(region.key); }
 
 Connection* SansIoHost::add_connection(const SansIoConnectionConfig& o, std::string& error) {
   transport::ConnectionConfig c;
-  if (!transport::mode_from_string(o.mode, c.mode)) {
-    error = fmt::format("mode '{}' is not one: give metaroce or rocev2", o.mode);
-    return nullptr;
-  }
+  if (!mode_of(o.mode, c.mode, error)) return nullptr;
   c.paths = c.mode == transport::Mode::rocev2 ? 1 : o.paths;
   c.streams = o.streams;
   c.mtu = o.mtu;
@@ -105,9 +93,7 @@ std::uint64_t SansIoHost::next_deadline() const { return impl_->host.next_wakeup
 
 std::vector<CounterGroup> SansIoHost::counters() const {
   std::vector<CounterGroup> out(2);
-  out[0].name = "host";
-  impl_->host.counters().visit(
-      [&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
+  out[0] = host_group(impl_->host.counters());
   transport::ConnectionCounters sum;
   for (const auto& c : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
   out[1] = {"connection", counter_list(sum)};

@@ -73,24 +73,12 @@ Simulation::~Simulation() {
 
 MemoryRegion Simulation::register_memory(Side side, void* addr, std::size_t length, std::uint32_t access,
                                          std::string& error) {
-  if (addr == nullptr || length == 0) {
-    error = "register_memory: give a non-empty buffer";
-    return {};
-  }
-  const std::uint32_t key = impl_->side(side).memory().register_region(addr, length, access);
-  if (key == 0) {
-    error = "register_memory: the registry is full: deregister regions no longer in use";
-    return {};
-  }
-  return MemoryRegion{addr, length, key};
+  return register_region(impl_->side(side).memory(), addr, length, access, error);
 }
 
 std::pair<Connection*, Connection*> Simulation::connect(const SimulatedConnectOptions& o, std::string& error) {
   transport::ConnectionConfig ca;
-  if (!transport::mode_from_string(o.mode, ca.mode)) {
-    error = fmt::format("mode '{}' is not one: give metaroce or rocev2", o.mode);
-    return {nullptr, nullptr};
-  }
+  if (!mode_of(o.mode, ca.mode, error)) return {nullptr, nullptr};
   ca.paths = ca.mode == transport::Mode::rocev2 ? 1 : o.paths;
   ca.streams = o.streams;
   ca.mtu = o.mtu;
@@ -139,8 +127,7 @@ std::uint64_t Simulation::now_ns() const noexcept { return impl_->network.now();
 std::vector<CounterGroup> Simulation::counters(Side s) const {
   host::SimEndpoint& h = impl_->side(s);
   std::vector<CounterGroup> out(2);
-  out[0].name = "host";
-  h.counters().visit([&](const std::string& name, std::uint64_t v) { out[0].counters.push_back({name, v}); });
+  out[0] = host_group(h.counters());
   transport::ConnectionCounters sum;
   // connections holds each pair's end on a, then its end on b.
   for (std::size_t i = s == Side::a ? 0 : 1; i < impl_->connections.size(); i += 2)
