@@ -9,9 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <thread>
-
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
 #include "fabric/random.hpp"
@@ -403,8 +400,7 @@ GenResult Generator::run() {
                                          o_.drain_timeout_s);
       break;
     }
-    if (work == 0 && o_.port.idle_sleep_us != 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(o_.port.idle_sleep_us));
+    e_->idle(work);
   }
   r_.interrupted = stop_requested();
   r_.seconds = last_completion_ns_ > first_post_ns_ && first_post_ns_ != 0

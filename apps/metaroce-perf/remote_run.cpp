@@ -174,10 +174,6 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   return r;
 }
 
-void idle(const PerfOptions& o, std::size_t work) {
-  if (work == 0 && o.idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.idle_sleep_us));
-}
-
 // ---------------------------------------------------------------- server ---
 
 struct Session {
@@ -370,7 +366,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
     if (finished && apps::monotonic_ns() >= finish_at) break;
-    idle(o, work);
+    e->idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
   for (auto& [qpn, s] : sessions) add_by_name(run.connection_b, s->connection->counters());
@@ -630,7 +626,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
       if (problem.empty()) problem = fmt::format("{} messages never completed", posted - completed - failed);
       break;
     }
-    idle(o, work);
+    e.idle(work);
   }
   result.packets_sent = data_packets() - sent_before;
   run.retransmitted += retransmissions();

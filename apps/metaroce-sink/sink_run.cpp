@@ -6,9 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <thread>
-
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
 
@@ -279,7 +276,7 @@ SinkResult Sink::run() {
     const std::uint64_t now = monotonic_ns();
     print_progress(now);
     if (now >= finish_at_ || now >= end_ns) break;
-    if (work == 0 && o_.port.idle_sleep_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o_.port.idle_sleep_us));
+    e_->idle(work);
   }
   r_.interrupted = stop_requested();
   while (!sessions_.empty()) {

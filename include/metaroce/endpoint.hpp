@@ -199,6 +199,9 @@ class Endpoint {
   // telemetry; completions go to each connection's queue or handler.
   // Returns the work done (0: nothing happened).
   std::size_t poll();
+  // After a turn that did `work`: sleeps EndpointConfig::idle_sleep_us when
+  // it was 0 and a sleep is configured, so processes can share cores.
+  void idle(std::size_t work) const;
   // Turns until `done()` is true or timeout_s passed; false on timeout.
   bool run_until(const std::function<bool()>& done, double timeout_s);
 

@@ -377,6 +377,7 @@ void Endpoint::request_stop() noexcept { impl_->stop.store(true, std::memory_ord
 bool Endpoint::stop_requested() const noexcept { return impl_->stop.load(std::memory_order_relaxed); }
 
 std::size_t Endpoint::poll() { return impl_->turn(); }
+void Endpoint::idle(std::size_t work) const { impl_->endpoint.idle(work); }
 
 bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
   return impl_->turn_until(done, timeout_s);
