@@ -122,7 +122,10 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
 Endpoint::~Endpoint() {
   telemetry.reset();  // it reads the host: unregistered first
   host.reset();       // connections and tx mbufs before the port stops
-  if (port) port->stop();
+  if (port) {
+    port->wait_for_memif_peer_departure();
+    port->stop();
+  }
 }
 
 transport::Connection* Endpoint::add_connection(const transport::ConnectionConfig& config,
