@@ -51,7 +51,7 @@ po::options_description describe() {
                                                  "perftest's -t, per QP: -q N has up to N times as many in "
                                                  "flight in all)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
-      ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
+      ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1; metaroce mode only)")
       ("qps,q", po::value<std::uint32_t>(), "connections (QP pairs), 1..16384 (default 1); -n counts "
                                             "the messages of them all. --loopback posts as perftest does, a "
                                             "burst of up to -t to each connection in turn; --client one "
@@ -173,11 +173,22 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", vm["mode"].as<std::string>());
     return ParseOutcome::error;
   }
-  if (o.mode == transport::Mode::rocev2 && vm.count("paths") && o.paths != 1) {
-    message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";
-    return ParseOutcome::error;
+  // An RC queue pair has one path and one receive queue, consumed in
+  // posting order: there are no streams to complete independently (for N
+  // ordered queues, give -q N connections, as perftest does).
+  if (o.mode == transport::Mode::rocev2) {
+    if (vm.count("paths") && o.paths != 1) {
+      message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";
+      return ParseOutcome::error;
+    }
+    if (vm.count("streams") && o.streams != 1) {
+      message = "--mode rocev2 has one ordered receive queue per connection: drop --streams or give --streams 1 "
+                "(for N queues, give -q N)";
+      return ParseOutcome::error;
+    }
+    o.paths = 1;
+    o.streams = 1;
   }
-  if (o.mode == transport::Mode::rocev2) o.paths = 1;
   if (vm.count("op")) {
     const std::string op = vm["op"].as<std::string>();
     if (op == "write") o.op = PerfOp::write;
