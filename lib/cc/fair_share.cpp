@@ -14,6 +14,8 @@ std::uint64_t port_receive_capacity(std::uint64_t capacity_bps, std::uint32_t li
 std::unique_ptr<FairShare> make_receive_share(std::uint64_t capacity_bps, std::uint32_t link_speed_mbps) {
   FairShareParams params;
   params.capacity_bps = port_receive_capacity(capacity_bps, link_speed_mbps);
+  params.active_window = real_time_active_window;
+  params.measure_period = real_time_measure_period;
   return std::make_unique<FairShare>(params);
 }
 

@@ -74,7 +74,15 @@ struct ShareDemand {
 [[nodiscard]] std::uint64_t port_receive_capacity(std::uint64_t capacity_bps, std::uint32_t link_speed_mbps) noexcept;
 
 class FairShare;
-// A port's share: FairShareParams with port_receive_capacity.
+// A real port's timing: a sender's packets come at its share (16 senders
+// into 2 Gb/s: one 4 KiB frame each per 260 us) and a shared VM
+// deschedules a polling process for milliseconds, so the simulator's 50 us
+// window would count a steady sender as gone between two of its packets
+// (every share then too large). A sender counts as gone after 2 ms without
+// a packet; rates are measured over 500 us.
+inline constexpr transport::Time real_time_active_window = 2'000'000;
+inline constexpr transport::Time real_time_measure_period = 500'000;
+// A port's share: port_receive_capacity and the real-time timing above.
 [[nodiscard]] std::unique_ptr<FairShare> make_receive_share(std::uint64_t capacity_bps, std::uint32_t link_speed_mbps);
 
 class FairShare final : public transport::ReceiveShare {
