@@ -13,6 +13,19 @@ namespace {
 
 void add_totals(apps::JsonLine& j, const DirectionTotals& t);
 
+// Gb/s of the bytes forwarded between two snapshots (0 without a later one).
+double gbps_between(std::uint64_t bytes, std::uint64_t taken_ns, std::uint64_t bytes_before,
+                    std::uint64_t taken_before_ns) {
+  if (taken_ns <= taken_before_ns) return 0.0;
+  return static_cast<double>(bytes - bytes_before) * 8.0 / static_cast<double>(taken_ns - taken_before_ns);
+}
+
+void put_line(std::FILE* out, std::string& line) {
+  line.push_back('\n');
+  std::fputs(line.c_str(), out);
+  std::fflush(out);
+}
+
 }  // namespace
 
 void print_stats_line(std::FILE* out, double elapsed_s, const std::vector<DirectionReport>& now,
@@ -21,17 +34,14 @@ void print_stats_line(std::FILE* out, double elapsed_s, const std::vector<Direct
   for (std::size_t i = 0; i < now.size(); ++i) {
     const DirectionTotals& t = now[i].snapshot.totals;
     const DirectionSnapshot* before = i < previous.size() ? &previous[i].snapshot : nullptr;
-    double gbps = 0.0;
-    if (before != nullptr && now[i].snapshot.taken_ns > before->taken_ns)
-      gbps = static_cast<double>(t.forwarded_bytes - before->totals.forwarded_bytes) * 8.0 /
-             static_cast<double>(now[i].snapshot.taken_ns - before->taken_ns);
+    const double gbps = before == nullptr ? 0.0
+                                          : gbps_between(t.forwarded_bytes, now[i].snapshot.taken_ns,
+                                                         before->totals.forwarded_bytes, before->taken_ns);
     fmt::format_to(std::back_inserter(line), "{} {} rx {} fwd {} drop {} mark {} in flight {} {:.2f} Gb/s",
                    i == 0 ? "" : " |", now[i].label, t.received, t.forwarded, t.dropped(), t.ecn_marked,
                    t.in_flight, gbps);
   }
-  line.push_back('\n');
-  std::fputs(line.c_str(), out);
-  std::fflush(out);
+  put_line(out, line);
 }
 
 std::string summary_json(const RunSummary& summary) {
@@ -112,17 +122,14 @@ void print_switch_stats_line(std::FILE* out, double elapsed_s, const std::vector
   std::string line = fmt::format("[{:6.1f} s]", elapsed_s);
   for (std::size_t i = 0; i < now.size(); ++i) {
     const SwitchPortSnapshot& p = now[i];
-    double gbps = 0.0;
-    if (i < previous.size() && p.taken_ns > previous[i].taken_ns)
-      gbps = static_cast<double>(p.out.forwarded_bytes - previous[i].out.forwarded_bytes) * 8.0 /
-             static_cast<double>(p.taken_ns - previous[i].taken_ns);
+    const double gbps = i < previous.size() ? gbps_between(p.out.forwarded_bytes, p.taken_ns,
+                                                           previous[i].out.forwarded_bytes, previous[i].taken_ns)
+                                            : 0.0;
     fmt::format_to(std::back_inserter(line), "{} p{} rx {} no route {} out {} drop {} mark {} q99 {} B {:.2f} Gb/s",
                    i == 0 ? "" : " |", i, p.in.received, p.in.dropped_no_route, p.out.forwarded, p.out.dropped(),
                    p.out.ecn_marked, p.queue.p99_bytes, gbps);
   }
-  line.push_back('\n');
-  std::fputs(line.c_str(), out);
-  std::fflush(out);
+  put_line(out, line);
 }
 
 std::string switch_summary_json(const SwitchSummary& summary) {
