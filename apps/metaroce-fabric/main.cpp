@@ -136,6 +136,10 @@ int run_switch(const fabric_app::FabricOptions& options) {
   control.idle_sleep_us = options.idle_sleep_us;
   const engine::TscClock clock;
   node.publish_st(0, true);
+  const fabric_app::FabricTelemetry telemetry(node, clock);
+  if (!telemetry.registered())
+    std::fprintf(stderr, "metaroce-fabric: warning: /metaroce/fabric could not be registered with rte_telemetry "
+                         "(the stats lines and --json still work)\n");
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

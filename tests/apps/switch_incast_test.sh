@@ -12,7 +12,8 @@
 # forwarded and sent exactly what its port received; the sink verified
 # every byte of every message, once. The receive share: sized as given,
 # one hint per ACK the sink sent with metaroce, none with fixed. Then the
-# switch's option errors: one line, exit 2.
+# switch's telemetry (a key per port, its own spec) and its option
+# errors: one line, exit 2.
 # Prints TAP. Usage: switch_incast_test.sh GEN SINK FABRIC
 MR_GEN="$1" MR_SINK="$2" MR_FABRIC="$3"
 if ! command -v jq >/dev/null; then
@@ -43,7 +44,7 @@ q() { mr_q "$@"; }
 
 GENS=3
 OUT0="delay 20us rate 2gbit limit 400kb ecn 40kb"
-echo "1..22"
+echo "1..23"
 run_case() {  # NAME CC [SINK-ARGS...]
   local name="$1" cc="$2" i
   shift 2
@@ -97,6 +98,27 @@ check "metaroce: one hint per ACK the sink sent, from several senders at once" \
 run_case fixed fixed
 check "fixed: no connection follows the hint, so the share gave none" \
   "[ \"\$(q sink .receive_share.hints)\" = 0 ] && [ \"\$(q sink .receive_share.arrivals)\" = 0 ]"
+
+# Telemetry of the switch form: a port per key, with its output spec.
+# shellcheck disable=SC2046
+"$MR_FABRIC" --ports 3 --port net_memif0 --port net_memif1 --port net_memif2 --route 10.0.0.1=0 \
+  --out-port "1=rate 1gbit" --duration 3 --stats-interval 0 --idle-sleep-us 100 -- $(mr_eal tel) \
+  $(mr_memif net_memif0 server t0.sock) $(mr_memif net_memif1 server t1.sock) $(mr_memif net_memif2 server t2.sock) \
+  >"$MR_WORK/tel.out" 2>&1 &
+MR_FABRIC_PID=$!
+sleep 1.5
+python3 -c "
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import telemetry_client
+print(json.dumps(telemetry_client.query(sys.argv[2], ['/metaroce/fabric'])[0]['/metaroce/fabric']))" \
+  "$(dirname "$0")/../engine" "$MR_PREFIX-tel" >"$MR_WORK/tel.json" 2>&1
+wait "$MR_FABRIC_PID"
+MR_FABRIC_PID=
+mr_remove_runtime_dirs
+tel=$(q tel '[.ports, .port0.name, .port1.spec, .port2.in_received] | map(tostring) | join(" ")')
+check "switch telemetry: /metaroce/fabric has 3 ports, port 1 with its own rate ($tel)" \
+  "[ '$tel' = '3 net_memif0 paths 1 delay 0ns rate 1gbit 0' ]"
 
 # Option errors of the switch form: one line, exit 2, before EAL.
 err() {  # WHAT EXPECTED-SUBSTRING ARGS...
