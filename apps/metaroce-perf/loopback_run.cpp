@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "cc/fair_share.hpp"
 #include "cc/registry.hpp"
 #include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
@@ -258,6 +259,9 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       cc_config.metaroce.paths = o.paths;  // one window per path of the connection
       std::string ignored;
       return cc::make(o.cc, cc_config, ignored);
+    };
+    config.receive_share = [&o](std::uint32_t link_speed_mbps) -> std::unique_ptr<transport::ReceiveShare> {
+      return cc::make_receive_share(o.receive_capacity_bps, link_speed_mbps);
     };
   }
   // What the connections cost: resident memory once the ports, pools and

@@ -8,6 +8,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/preset_iface.hpp"
+#include "common/receive_capacity.hpp"
 #include "fabric/spec.hpp"
 #include "stack/address.hpp"
 #include "wire/ip_address.hpp"
@@ -83,6 +84,7 @@ po::options_description describe() {
        "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
        "the faster over net_ring)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
+      ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
               "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
               "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
@@ -156,7 +158,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
-      !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message))
+      !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message) ||
+      !apps::read_receive_capacity(vm, o.receive_capacity_bps, message))
     return ParseOutcome::error;
   if ((o.psn_window & (o.psn_window - 1)) != 0) {
     message = fmt::format("--psn-window {} is not a power of two: give 256, 512, ... 16384", o.psn_window);

@@ -42,6 +42,12 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     return out != nullptr;
   };
   if (!make_host("A", *lb->port_a_, lb->host_a_) || !make_host("B", *lb->port_b_, lb->host_b_)) return nullptr;
+  if (config.receive_share) {
+    lb->share_a_ = config.receive_share(lb->port_a_->link().speed_mbps);
+    lb->share_b_ = config.receive_share(lb->port_b_->link().speed_mbps);
+    lb->host_a_->host().set_receive_share(lb->share_a_.get());
+    lb->host_b_->host().set_receive_share(lb->share_b_.get());
+  }
 
   if (linked) {
     ImpairedLinkConfig fwd;
