@@ -28,6 +28,7 @@ RoceConnection::RoceConnection(const ConnectionConfig& config, MemoryRegistry& m
       ack_timer_(&RoceConnection::ack_callback, this) {
   stats_.src_port = config_.base_src_port;
   stats_.rto = config_.initial_rto;
+  atomic_results_.resize(config_.max_outstanding_reads);
   build_templates();
 }
 
@@ -76,8 +77,7 @@ void RoceConnection::fail(CompletionStatus status, const SendMessage* culprit) {
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
     add_completion(Completion{r.wr_id, m.get() == culprit ? status : CompletionStatus::flushed,
-                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
-                                      r.length, false, 0});
+                              completion_kind(r.op), r.stream, r.length, false, 0});
     ++counters_.send_completions;
   }
   send_queue_.clear();
@@ -89,8 +89,7 @@ void RoceConnection::flush_all() {
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
     add_completion(Completion{r.wr_id, CompletionStatus::flushed,
-                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
-                                      r.length, false, 0});
+                              completion_kind(r.op), r.stream, r.length, false, 0});
     ++counters_.send_completions;
   }
   send_queue_.clear();
@@ -109,6 +108,8 @@ void RoceConnection::flush_all() {
   }
   posted_receives_.clear();
   rx_in_message_ = false;
+  answers_.clear();
+  request_ends_.clear();
   snd_una_ = snd_next_ = snd_max_ = snd_assigned_;
   rnr_waiting_ = false;
   retry_active_ = false;

@@ -338,3 +338,41 @@ TEST(MetaroceAtomicsSim, IncrementsUnderDuplicationAndLossLeaveExactlyTheirCount
 }
 
 }  // namespace
+
+namespace {
+
+using namespace metaroce;
+using namespace metaroce::transport;
+
+TEST(RoceReadSim, TenThousandMixedOperationsUnderLossReorderAndDuplication) {
+  test::TransferSpec s = mixed(Mode::rocev2);
+  s.messages = 10'000;
+  const test::TransferResult r = test::run_transfer(s);
+  EXPECT_TRUE(r.finished) << r.error;
+  EXPECT_EQ(r.error, "");
+  EXPECT_GT(r.reads_verified, 1000u);
+  EXPECT_GT(r.atomics_verified, 1000u);
+  EXPECT_GT(r.sender.read_responses_out_of_sequence, 0u);  // gaps in READ responses re-issued the READ
+  EXPECT_GT(r.receiver.duplicate_reads_reexecuted, 0u);
+}
+
+TEST(RoceAtomicsSim, IncrementsUnderDuplicationAndLossLeaveExactlyTheirCount) {
+  test::TransferSpec s;
+  s.base.mode = Mode::rocev2;
+  s.sends = false;
+  s.atomics = true;
+  s.atomic_counters = 1;
+  s.messages = 4'000;
+  s.max_message = 4096;
+  s.forward.loss = 0.01;
+  s.backward.loss = 0.01;
+  s.forward.duplicate = 0.05;
+  s.backward.duplicate = 0.05;
+  const test::TransferResult r = test::run_transfer(s);
+  EXPECT_TRUE(r.finished) << r.error;
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.receiver.atomics_executed, r.atomics_verified);
+  EXPECT_GT(r.receiver.atomic_replays, 0u);  // duplicates answered from the saved results
+}
+
+}  // namespace

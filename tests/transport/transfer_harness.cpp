@@ -385,9 +385,15 @@ TransferResult run_transfer(const TransferSpec& spec) {
   }
   // rocev2's one path carries the whole connection window.
   if (spec.cc == "fixed") {
-    if (result.max_path_in_flight > (rocev2 ? spec.fixed_connection_window : spec.fixed_path_window))
+    // A rocev2 READ larger than the window goes alone, its PSNs all
+    // outstanding.
+    const std::uint64_t window = rocev2 && spec.reads
+                                     ? std::max<std::uint64_t>(spec.fixed_connection_window,
+                                                               (spec.max_message + spec.mtu - 1) / spec.mtu)
+                                     : spec.fixed_connection_window;
+    if (result.max_path_in_flight > (rocev2 ? window : spec.fixed_path_window))
       fail("a path exceeded its window");
-    if (result.max_outstanding_psns > spec.fixed_connection_window) fail("the connection exceeded its window");
+    if (result.max_outstanding_psns > window) fail("the connection exceeded its window");
   }
   result.virtual_ns = net.now();
   result.messages_completed = completed;
