@@ -43,8 +43,6 @@ MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryReg
   rx_streams_ = std::make_unique<RxStream[]>(config_.streams);
   for (std::uint16_t s = 0; s < config_.streams; ++s)
     rx_streams_[s].chunks = std::make_unique<RxMessage*[]>(rx_chunk_count_);
-  reads_outstanding_.reserve(config_.max_outstanding_reads);
-  atomic_results_ = std::make_unique<AtomicResult[]>(config_.max_outstanding_reads);
 }
 
 MetaroceConnection::~MetaroceConnection() {
@@ -164,6 +162,8 @@ std::size_t MetaroceConnection::memory_bytes() const noexcept {
   for (std::uint16_t p = 0; p < config_.paths; ++p)
     bytes += tx_paths_[p].seq_slot != nullptr ? HostPools::path_slot_bytes : 0;
   bytes += send_queue_.size() * HostPools::message_bytes;
+  bytes += reads_outstanding_.capacity() * sizeof(SendMessage*) + queued_requests_.capacity() * sizeof(QueuedRequest) +
+           (atomic_results_ != nullptr ? config_.max_outstanding_reads * sizeof(AtomicResult) : 0);
   return bytes;
 }
 
@@ -262,7 +262,7 @@ void MetaroceConnection::flush_all() {
   reads_outstanding_.clear();
   queued_requests_.clear();
   responses_active_ = 0;
-  for (std::uint32_t i = 0; i < config_.max_outstanding_reads; ++i) atomic_results_[i].in_use = false;
+  atomic_results_.reset();
   for (std::uint16_t p = 0; p < config_.paths; ++p) {
     TxPath& path = tx_paths_[p];
     wheel_.cancel(path.rto_timer);

@@ -168,8 +168,9 @@ class MetaroceConnection final : public Connection {
   // READs and atomics (metaroce_read.cpp). Ours whose request went out and
   // whose answer is not all placed (at most max_outstanding_reads):
   std::vector<SendMessage*> reads_outstanding_;
-  // The peer's: accepted and not yet answered, and answers in flight.
-  std::deque<QueuedRequest> queued_requests_;
+  // The peer's: accepted and not yet answered (oldest first; a vector, as
+  // an idle connection's deque would hold a node), and answers in flight.
+  std::vector<QueuedRequest> queued_requests_;
   std::uint32_t responses_active_ = 0;
   // Each atomic's old value (big-endian, as sent) stays here until its
   // answer is acknowledged: a retransmission sends the saved value, and the
@@ -178,7 +179,7 @@ class MetaroceConnection final : public Connection {
     std::array<std::uint8_t, 8> value{};
     bool in_use = false;
   };
-  std::unique_ptr<AtomicResult[]> atomic_results_;
+  std::unique_ptr<AtomicResult[]> atomic_results_;  // max_outstanding_reads, taken with the first atomic
 };
 
 }  // namespace metaroce::transport

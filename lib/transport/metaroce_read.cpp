@@ -67,7 +67,7 @@ void MetaroceConnection::start_responses() {
       return;
     }
     const QueuedRequest q = queued_requests_.front();
-    queued_requests_.pop_front();
+    queued_requests_.erase(queued_requests_.begin());  // (at most 2 x max_outstanding_reads)
     SendRequest r;
     r.op = q.opcode == wire::opcode::mr_read_request ? SendOp::read : SendOp::fetch_add;
     r.stream = q.stream;
@@ -81,6 +81,7 @@ void MetaroceConnection::start_responses() {
       // Executed once, here: its request's PSN is placed, so no copy of it
       // comes this far again. A slot is free: answers in flight are fewer
       // than max_outstanding_reads.
+      if (atomic_results_ == nullptr) atomic_results_ = std::make_unique<AtomicResult[]>(config_.max_outstanding_reads);
       AtomicResult* slot = std::find_if(atomic_results_.get(), atomic_results_.get() + config_.max_outstanding_reads,
                                         [](const AtomicResult& a) { return !a.in_use; });
       std::uint64_t old = 0;
@@ -109,7 +110,7 @@ void MetaroceConnection::response_done(SendMessage& m) noexcept {
   m.finished = true;
   m.completed = true;  // nothing to deliver: complete_sends frees it in turn
   --responses_active_;
-  if (is_atomic(m.request.op)) {
+  if (is_atomic(m.request.op) && atomic_results_ != nullptr) {
     for (std::uint32_t i = 0; i < config_.max_outstanding_reads; ++i)
       if (atomic_results_[i].value.data() == m.request.local_addr) atomic_results_[i].in_use = false;
   }

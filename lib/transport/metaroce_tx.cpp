@@ -189,21 +189,7 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
 }
 
 bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
-  while (segment_index_ < send_queue_.size()) {
-    SendMessage& m = *send_queue_[segment_index_];
-    if (m.packets_assigned == m.packets_total) {
-      ++segment_index_;
-      continue;
-    }
-    // The receiver tracks stream_window messages per stream (our answers
-    // to the peer's requests are none of ours).
-    const auto& stream = stream_sends_[m.request.stream];
-    if (!m.response && !stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window) return false;
-    const bool request = is_request(m.request.op) && !m.response;
-    if (request && reads_outstanding_.size() >= config_.max_outstanding_reads) {
-      ++counters_.read_limit_waits;
-      return false;  // read_finished asks for a poll when one completes
-    }
+  const auto assign = [&](SendMessage& m, bool request) {
     if (!take_tx_chunk(snd_next_)) return false;  // the pool is dry: wait for a chunk
     rel = snd_next_++;
     TxPacket& pkt = packet(rel);
@@ -223,6 +209,36 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
     ++m.packets_assigned;
     m.last_rel = rel;
     return true;
+  };
+  // A message that must wait (its stream's window, or the READ limit) holds
+  // back the messages behind it, but not our answers to the peer's
+  // requests: the peer's own READs (and so, perhaps, what ours wait for)
+  // depend on them. They are assigned past it.
+  const auto answer_behind = [&](std::size_t from) {
+    for (std::size_t i = from; i < send_queue_.size(); ++i) {
+      SendMessage& m = *send_queue_[i];
+      if (m.response && m.packets_assigned < m.packets_total) return assign(m, false);
+    }
+    return false;
+  };
+  while (segment_index_ < send_queue_.size()) {
+    SendMessage& m = *send_queue_[segment_index_];
+    if (m.packets_assigned == m.packets_total) {
+      ++segment_index_;
+      continue;
+    }
+    // The receiver tracks stream_window messages per stream (our answers
+    // to the peer's requests are none of ours).
+    const auto& stream = stream_sends_[m.request.stream];
+    if (!m.response && !stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window)
+      return responses_active_ != 0 && answer_behind(segment_index_ + 1);
+    const bool request = is_request(m.request.op) && !m.response;
+    if (request && reads_outstanding_.size() >= config_.max_outstanding_reads) {
+      ++counters_.read_limit_waits;
+      // read_finished asks for a poll when one completes.
+      return responses_active_ != 0 && answer_behind(segment_index_ + 1);
+    }
+    return assign(m, request);
   }
   return false;
 }

@@ -28,7 +28,6 @@ RoceConnection::RoceConnection(const ConnectionConfig& config, MemoryRegistry& m
       ack_timer_(&RoceConnection::ack_callback, this) {
   stats_.src_port = config_.base_src_port;
   stats_.rto = config_.initial_rto;
-  atomic_results_.resize(config_.max_outstanding_reads);
   build_templates();
 }
 
@@ -109,6 +108,7 @@ void RoceConnection::flush_all() {
   posted_receives_.clear();
   rx_in_message_ = false;
   answers_.clear();
+  original_answers_ = 0;
   request_ends_.clear();
   snd_una_ = snd_next_ = snd_max_ = snd_assigned_;
   rnr_waiting_ = false;
@@ -140,7 +140,8 @@ std::size_t RoceConnection::memory_bytes() const noexcept {
   return sizeof(*this) + congestion_->memory_bytes() + completions_.capacity() * sizeof(Completion) +
          pending_naks_.capacity() * sizeof(PendingNak) +
          deque_bytes(send_queue_.size(), sizeof(void*)) + send_queue_.size() * sizeof(SendMessage) +
-         deque_bytes(posted_receives_.size(), sizeof(ReceiveRequest));
+         deque_bytes(posted_receives_.size(), sizeof(ReceiveRequest)) + deque_bytes(answers_.size(), sizeof(Answer)) +
+         deque_bytes(request_ends_.size(), sizeof(std::uint64_t)) + atomic_results_.capacity() * sizeof(AtomicResult);
 }
 
 }  // namespace metaroce::transport

@@ -122,7 +122,7 @@ class RoceConnection final : public Connection {
   // Responder: a READ or atomic request at the expected PSN, or behind it.
   void on_request(Time now, const wire::ParsedFrame& frame);
   void on_duplicate_request(const wire::ParsedFrame& frame);
-  bool queue_read_answer(std::uint64_t rel, const wire::Reth& reth);
+  bool queue_read_answer(std::uint64_t rel, const wire::Reth& reth, bool duplicate);
   void emit_answers(Time now, TxBatch& out);
 
   // --- responder (roce_rx.cpp) ---
@@ -203,6 +203,7 @@ class RoceConnection final : public Connection {
   std::vector<PendingNak> pending_naks_;
   // Answers to the peer's READs and atomics, in PSN order, not yet sent.
   std::deque<Answer> answers_;
+  std::uint32_t original_answers_ = 0;  // of answers_, those for requests new at the time (<= the limit)
   // The latest atomics' results, by request PSN (a ring of
   // max_outstanding_reads), for duplicates.
   std::vector<AtomicResult> atomic_results_;

@@ -27,6 +27,7 @@ struct RoceConnection::Answer {
   std::uint64_t remaining = 0;
   bool started = false;       // READ: FIRST (or ONLY) sent
   std::uint64_t old = 0;      // atomic: the value before
+  bool duplicate = false;     // for a duplicate request (not counted against the limit)
 };
 
 namespace roce {

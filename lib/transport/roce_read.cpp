@@ -109,7 +109,7 @@ void RoceConnection::on_answer(Time now, const wire::ParsedFrame& frame) {
 
 // ---------------------------------------------------------------- responder
 
-bool RoceConnection::queue_read_answer(std::uint64_t rel, const wire::Reth& reth) {
+bool RoceConnection::queue_read_answer(std::uint64_t rel, const wire::Reth& reth, bool duplicate) {
   if (reth.dma_len != 0 && memory_.check(reth.rkey, reth.va, reth.dma_len, access_remote_read) != AccessCheck::ok) {
     ++counters_.read_access_errors;
     responder_error(wire::syndrome::nak_remote_access_error);
@@ -119,6 +119,8 @@ bool RoceConnection::queue_read_answer(std::uint64_t rel, const wire::Reth& reth
   a.rel = rel;
   a.va = reth.va;
   a.remaining = reth.dma_len;
+  a.duplicate = duplicate;
+  if (!duplicate) ++original_answers_;
   answers_.push_back(a);
   request_poll();
   return true;
@@ -131,13 +133,15 @@ void RoceConnection::on_request(Time, const wire::ParsedFrame& frame) {
     responder_error(wire::syndrome::nak_invalid_request);
     return;
   }
-  if (answers_.size() >= config_.max_outstanding_reads) {
+  // Only answers to new requests count: a requester keeps to the limit,
+  // and its re-issued READs (duplicates here) are bounded apart.
+  if (original_answers_ >= config_.max_outstanding_reads) {
     ++counters_.read_requests_over_limit;
     responder_error(wire::syndrome::nak_invalid_request);
     return;
   }
   if (op == wire::opcode::read_request) {
-    if (!queue_read_answer(rcv_expected_, frame.reth)) return;
+    if (!queue_read_answer(rcv_expected_, frame.reth, false)) return;
     ++counters_.read_requests_served;
     // One PSN per response packet.
     rcv_expected_ += frame.reth.dma_len == 0 ? 1 : (std::uint64_t{frame.reth.dma_len} + config_.mtu - 1) / config_.mtu;
@@ -161,6 +165,7 @@ void RoceConnection::on_request(Time, const wire::ParsedFrame& frame) {
     ++counters_.atomics_executed;
     // Kept for a duplicate of this request: it gets this value, and the
     // memory is not touched again.
+    if (atomic_results_.empty()) atomic_results_.resize(config_.max_outstanding_reads);
     atomic_results_[atomic_next_] = AtomicResult{rcv_expected_, old, true};
     atomic_next_ = (atomic_next_ + 1) % atomic_results_.size();
     Answer a;
@@ -168,6 +173,7 @@ void RoceConnection::on_request(Time, const wire::ParsedFrame& frame) {
     a.rel = rcv_expected_;
     a.old = old;
     answers_.push_back(a);
+    ++original_answers_;
     ++rcv_expected_;
     request_poll();
   }
@@ -178,14 +184,14 @@ void RoceConnection::on_request(Time, const wire::ParsedFrame& frame) {
 
 void RoceConnection::on_duplicate_request(const wire::ParsedFrame& frame) {
   const std::uint64_t behind = (expected_psn() - frame.bth.psn) & wire::psn_mask;
-  if (behind > rcv_expected_ || answers_.size() >= config_.max_outstanding_reads) {
+  if (behind > rcv_expected_ || answers_.size() - original_answers_ >= config_.max_outstanding_reads) {
     ++counters_.duplicate_packets;
     return;
   }
   const std::uint64_t rel = rcv_expected_ - behind;
   if (frame.bth.opcode == wire::opcode::read_request) {
     // Read again: the memory may have changed, as on any RoCE NIC.
-    if (queue_read_answer(rel, frame.reth)) ++counters_.duplicate_reads_reexecuted;
+    if (queue_read_answer(rel, frame.reth, true)) ++counters_.duplicate_reads_reexecuted;
     return;
   }
   for (const AtomicResult& saved : atomic_results_) {
@@ -194,6 +200,7 @@ void RoceConnection::on_duplicate_request(const wire::ParsedFrame& frame) {
       a.atomic = true;
       a.rel = rel;
       a.old = saved.old;
+      a.duplicate = true;
       answers_.push_back(a);
       ++counters_.atomic_replays;
       request_poll();
@@ -221,6 +228,7 @@ void RoceConnection::emit_answers(Time now, TxBatch& out) {
           0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
       out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
       paced(now, t.size() + trailer_len);
+      if (!a.duplicate) --original_answers_;
       answers_.pop_front();
       continue;
     }
@@ -247,7 +255,10 @@ void RoceConnection::emit_answers(Time now, TxBatch& out) {
     a.va += len;
     a.remaining -= len;
     ++a.rel;
-    if (last) answers_.pop_front();
+    if (last) {
+      if (!a.duplicate) --original_answers_;
+      answers_.pop_front();
+    }
   }
   if (!answers_.empty()) request_poll();
 }

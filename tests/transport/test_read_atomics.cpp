@@ -19,16 +19,16 @@ using test::ConnectionPair;
 
 // A reads B's region (registered for remote read and atomics as well).
 struct ReadPair : ConnectionPair {
-  explicit ReadPair(std::uint32_t max_reads = 16)
-      : ConnectionPair(config(max_reads)) {
+  explicit ReadPair(std::uint32_t max_reads = 16, Mode mode = Mode::metaroce)
+      : ConnectionPair(config(max_reads, mode)) {
     mem_b.deregister(dst_key);
     dst_key = mem_b.register_region(dst_at(0), region_size,
                                     access_local_write | access_remote_write | access_remote_read | access_remote_atomic);
     for (std::size_t i = 0; i < region_size; ++i) *dst_at(i) = static_cast<std::uint8_t>(i * 7 + 3);
     std::memset(src.data(), 0, src.size());
   }
-  static ConnectionConfig config(std::uint32_t max_reads) {
-    ConnectionConfig c = test::pair_config(Mode::metaroce, 1024, 4, 2);
+  static ConnectionConfig config(std::uint32_t max_reads, Mode mode = Mode::metaroce) {
+    ConnectionConfig c = test::pair_config(mode, 1024, mode == Mode::rocev2 ? 1 : 4, 2);
     c.max_outstanding_reads = max_reads;
     return c;
   }
@@ -267,6 +267,42 @@ TEST(MetaroceReadExhaustion, RequesterHoldsBackReadsBeyondTheLimit) {
   EXPECT_EQ(p.b->counters().read_requests_over_limit, 0u);
 }
 
+TEST(MetaroceReadExhaustion, ReadsBothWaysAtTheLimitDoNotWaitOnEachOther) {
+  // Each end's answers are queued behind its own READs that wait for the
+  // limit: they must still go, or both ends wait for ever.
+  ReadPair p(2);
+  p.mem_a.deregister(p.src_key);
+  p.src_key = p.mem_a.register_region(p.src.data(), p.src.size(), access_local_write | access_remote_read);
+  for (std::size_t i = 0; i < 8 * 1024; ++i) p.src[32 * 1024 + i] = static_cast<std::uint8_t>(i * 5 + 1);
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(p.a->post_send(p.read(i, 1024 * i, 1000)), PostResult::ok);
+    SendRequest r;  // B reads A's [32K + 1K i, + 1000) into its own region at the same offset
+    r.wr_id = 10 + i;
+    r.op = SendOp::read;
+    r.local_addr = p.dst_at(32 * 1024 + 1024 * i);
+    r.length = 1000;
+    r.lkey = p.dst_key;
+    r.remote_addr = reinterpret_cast<std::uintptr_t>(p.src.data() + 32 * 1024 + 1024 * i);
+    r.rkey = p.src_key;
+    ASSERT_EQ(p.b->post_send(r), PostResult::ok);
+  }
+  std::size_t done_a = 0, done_b = 0;
+  Time now = 1'000;
+  for (int round = 0; round < 40 && (done_a < 4 || done_b < 4); ++round) {
+    now += 1'000;
+    p.settle(now);
+    done_a += ConnectionPair::completions(*p.a).size();
+    done_b += ConnectionPair::completions(*p.b).size();
+  }
+  EXPECT_EQ(done_a, 4u);
+  EXPECT_EQ(done_b, 4u);
+
+  EXPECT_GT(p.a->counters().read_limit_waits, 0u);
+  EXPECT_GT(p.b->counters().read_limit_waits, 0u);
+  EXPECT_EQ(std::memcmp(p.src.data() + 3 * 1024, p.dst_at(3 * 1024), 1000), 0);
+  EXPECT_EQ(std::memcmp(p.dst_at(32 * 1024 + 3 * 1024), p.src.data() + 32 * 1024 + 3 * 1024, 1000), 0);
+}
+
 TEST(MetaroceReadExhaustion, ResponderQueuesThenNaksRequestsBeyondTheLimit) {
   // A requester that thinks it may have 8 outstanding, a responder that
   // serves 2 and queues 2: the fifth is NAKed.
@@ -373,6 +409,205 @@ TEST(RoceAtomicsSim, IncrementsUnderDuplicationAndLossLeaveExactlyTheirCount) {
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.receiver.atomics_executed, r.atomics_verified);
   EXPECT_GT(r.receiver.atomic_replays, 0u);  // duplicates answered from the saved results
+}
+
+}  // namespace
+
+namespace {
+
+using namespace metaroce;
+using namespace metaroce::transport;
+using test::ConnectionPair;
+
+std::vector<wire::ParsedFrame> parsed(const test::Frames& frames) {
+  std::vector<wire::ParsedFrame> out;
+  for (const auto& f : frames) out.push_back(ConnectionPair::parse(f));
+  return out;
+}
+
+TEST(RoceRead, RequestAndResponsesAsIbtaHasThem) {
+  ReadPair p(16, Mode::rocev2);
+  ASSERT_EQ(p.a->post_send(p.read(1, 100, 2500)), PostResult::ok);
+  ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 2, 4000, 10)), PostResult::ok);
+  const auto requests = p.drain(*p.a, 1'000);
+  ASSERT_EQ(requests.size(), 2u);
+  const auto q = ConnectionPair::parse(requests[0]);
+  EXPECT_EQ(q.bth.opcode, wire::opcode::read_request);
+  EXPECT_EQ(q.bth.psn, ConnectionPair::first_psn_a);
+  EXPECT_TRUE(q.bth.ack_req);
+  EXPECT_EQ(q.reth.va, reinterpret_cast<std::uintptr_t>(p.dst_at(100)));
+  EXPECT_EQ(q.reth.rkey, p.dst_key);
+  EXPECT_EQ(q.reth.dma_len, 2500u);
+  // The READ took three PSNs (its responses'): the WRITE has the fourth.
+  EXPECT_EQ(ConnectionPair::parse(requests[1]).bth.psn, (ConnectionPair::first_psn_a + 3) & wire::psn_mask);
+
+  ConnectionPair::deliver(*p.b, 2'000, requests[0]);
+  const auto answer_frames = p.drain(*p.b, 3'000);
+  const auto answers = parsed(answer_frames);
+  ASSERT_EQ(answers.size(), 3u);
+  const std::uint8_t ops[] = {wire::opcode::read_response_first, wire::opcode::read_response_middle,
+                              wire::opcode::read_response_last};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(answers[i].bth.opcode, ops[i]);
+    EXPECT_EQ(answers[i].bth.psn, (ConnectionPair::first_psn_a + i) & wire::psn_mask);
+    EXPECT_EQ(answers[i].has(wire::has_aeth), i != 1);  // AETH on FIRST and LAST
+    EXPECT_EQ(answers[i].payload.size(), i < 2 ? 1024u : 452u);
+  }
+  ConnectionPair::deliver_all(*p.a, 4'000, answer_frames);
+  ConnectionPair::deliver(*p.b, 4'000, requests[1]);
+  p.settle(5'000);
+  EXPECT_EQ(std::memcmp(p.src.data() + 100, p.dst_at(100), 2500), 0);
+  const auto done = ConnectionPair::completions(*p.a);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_EQ(done[0].kind, CompletionKind::read);
+  EXPECT_EQ(done[1].kind, CompletionKind::write);
+  EXPECT_EQ(p.b->counters().read_requests_served, 1u);
+}
+
+TEST(RoceRead, GapInResponsesReissuesFromTheFirstMissingPsn) {
+  ReadPair p(16, Mode::rocev2);
+  ASSERT_EQ(p.a->post_send(p.read(1, 0, 2500)), PostResult::ok);
+  ConnectionPair::deliver_all(*p.b, 1'000, p.drain(*p.a, 1'000));
+  const auto answers = p.drain(*p.b, 2'000);
+  ASSERT_EQ(answers.size(), 3u);
+  ConnectionPair::deliver(*p.a, 3'000, answers[0]);
+  ConnectionPair::deliver(*p.a, 3'000, answers[2]);  // MIDDLE lost
+  EXPECT_EQ(p.a->counters().read_responses_out_of_sequence, 1u);
+  const auto again = p.drain(*p.a, 4'000);
+  ASSERT_EQ(again.size(), 1u);
+  const auto q = ConnectionPair::parse(again[0]);
+  EXPECT_EQ(q.bth.opcode, wire::opcode::read_request);
+  EXPECT_EQ(q.bth.psn, (ConnectionPair::first_psn_a + 1) & wire::psn_mask);
+  EXPECT_EQ(q.reth.va, reinterpret_cast<std::uintptr_t>(p.dst_at(1024)));
+  EXPECT_EQ(q.reth.dma_len, 2500u - 1024u);
+  ConnectionPair::deliver(*p.b, 5'000, again[0]);
+  EXPECT_EQ(p.b->counters().duplicate_reads_reexecuted, 1u);
+  const auto rest_frames = p.drain(*p.b, 6'000);
+  const auto rest = parsed(rest_frames);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].bth.opcode, wire::opcode::read_response_first);
+  EXPECT_EQ(rest[0].bth.psn, (ConnectionPair::first_psn_a + 1) & wire::psn_mask);
+  EXPECT_EQ(rest[1].bth.opcode, wire::opcode::read_response_last);
+  ConnectionPair::deliver_all(*p.a, 7'000, rest_frames);
+  EXPECT_EQ(std::memcmp(p.src.data(), p.dst_at(0), 2500), 0);
+  const auto done = ConnectionPair::completions(*p.a);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, CompletionStatus::success);
+}
+
+TEST(RoceAtomics, DuplicateIsAnsweredFromTheSavedResultNotExecutedAgain) {
+  ReadPair p(16, Mode::rocev2);
+  const std::uint64_t start = 1000;
+  std::memcpy(p.dst_at(8), &start, 8);
+  ASSERT_EQ(p.a->post_send(p.atomic(SendOp::fetch_add, 1, 8, 7)), PostResult::ok);
+  const auto request = p.drain(*p.a, 1'000);
+  ASSERT_EQ(request.size(), 1u);
+  EXPECT_EQ(ConnectionPair::parse(request[0]).bth.opcode, wire::opcode::fetch_add);
+  ConnectionPair::deliver(*p.b, 2'000, request[0]);
+  const auto lost = parsed(p.drain(*p.b, 3'000));  // the ATOMIC ACKNOWLEDGE, lost
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].bth.opcode, wire::opcode::atomic_acknowledge);
+  EXPECT_EQ(lost[0].atomic_ack_orig, start);
+  ConnectionPair::deliver(*p.b, 4'000, request[0]);  // the requester's retry
+  EXPECT_EQ(p.b->counters().atomic_replays, 1u);
+  EXPECT_EQ(p.b->counters().atomics_executed, 1u);
+  EXPECT_EQ(word_at(p.dst_at(8)), start + 7);
+  const auto answer = p.drain(*p.b, 5'000);
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_EQ(ConnectionPair::parse(answer[0]).atomic_ack_orig, start);
+  ConnectionPair::deliver(*p.a, 6'000, answer[0]);
+  EXPECT_EQ(word_at(p.src.data()), start);
+  const auto done = ConnectionPair::completions(*p.a);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].kind, CompletionKind::atomic);
+}
+
+TEST(RoceReadHostile, EachRefusalHasItsCounterAndTheCanariesStayIntact) {
+  {  // wrong rkey
+    ReadPair p(16, Mode::rocev2);
+    SendRequest r = p.read(1, 0, 1024);
+    r.rkey ^= 0x100;
+    ASSERT_EQ(p.a->post_send(r), PostResult::ok);
+    p.settle(1'000);
+    EXPECT_EQ(p.b->counters().read_access_errors, 1u);
+    const auto done = ConnectionPair::completions(*p.a);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, CompletionStatus::remote_access_error);
+    EXPECT_TRUE(p.guards_intact());
+  }
+  {  // beyond the region
+    ReadPair p(16, Mode::rocev2);
+    SendRequest r = p.read(1, 0, 1024);
+    r.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst_at(ConnectionPair::region_size - 100));
+    ASSERT_EQ(p.a->post_send(r), PostResult::ok);
+    p.settle(1'000);
+    EXPECT_EQ(p.b->counters().read_access_errors, 1u);
+    EXPECT_TRUE(std::all_of(p.src.begin(), p.src.end(), [](std::uint8_t v) { return v == 0; }));
+  }
+  {  // unaligned atomic
+    ReadPair p(16, Mode::rocev2);
+    ASSERT_EQ(p.a->post_send(p.atomic(SendOp::compare_swap, 1, 4, 1, 0)), PostResult::ok);
+    p.settle(1'000);
+    EXPECT_EQ(p.b->counters().atomic_unaligned, 1u);
+    const auto done = ConnectionPair::completions(*p.a);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, CompletionStatus::remote_invalid_request);
+    EXPECT_TRUE(p.guards_intact());
+  }
+  {  // a response for no READ, then one past the requested length
+    ReadPair p(16, Mode::rocev2);
+    const auto forge = [&](std::uint32_t psn, std::size_t len) {
+      wire::FrameSpec s = frame_spec(p.b->config(), wire::opcode::read_response_only, ConnectionPair::src_port_b, false);
+      s.bth.psn = psn;
+      std::vector<std::uint8_t> payload(len, 0xee), frame(9000);
+      frame.resize(wire::build_frame(s, payload, frame));
+      return frame;
+    };
+    ConnectionPair::deliver(*p.a, 1'000, forge(ConnectionPair::first_psn_a, 64));
+    EXPECT_EQ(p.a->counters().read_response_unexpected, 1u);
+    ASSERT_EQ(p.a->post_send(p.read(1, 0, 100)), PostResult::ok);
+    p.drain(*p.a, 2'000);
+    ConnectionPair::deliver(*p.a, 3'000, forge(ConnectionPair::first_psn_a, 200));
+    EXPECT_EQ(p.a->counters().read_response_beyond_length, 1u);
+    EXPECT_TRUE(std::all_of(p.src.begin(), p.src.end(), [](std::uint8_t v) { return v == 0; }));
+    EXPECT_TRUE(ConnectionPair::completions(*p.a).empty());
+  }
+}
+
+TEST(RoceReadExhaustion, RequesterHoldsBackAndResponderNaksBeyondTheLimit) {
+  {
+    ReadPair p(2, Mode::rocev2);
+    for (std::uint64_t i = 0; i < 5; ++i) ASSERT_EQ(p.a->post_send(p.read(i, 1024 * i, 1000)), PostResult::ok);
+    EXPECT_EQ(p.drain(*p.a, 1'000).size(), 2u);
+    EXPECT_GT(p.a->counters().read_limit_waits, 0u);
+  }
+  {
+    ReadPair p(2, Mode::rocev2);
+    for (std::uint64_t i = 0; i < 5; ++i) ASSERT_EQ(p.a->post_send(p.read(i, 1024 * i, 1000)), PostResult::ok);
+    Time now = 1'000;
+    std::vector<Completion> done;
+    for (int round = 0; round < 20 && done.size() < 5; ++round) {
+      now += 1'000;
+      p.settle(now);
+      for (const Completion& c : ConnectionPair::completions(*p.a)) done.push_back(c);
+    }
+    ASSERT_EQ(done.size(), 5u);
+    for (std::uint64_t i = 0; i < 5; ++i) EXPECT_EQ(done[i].wr_id, i);
+    EXPECT_EQ(std::memcmp(p.src.data() + 4096, p.dst_at(4096), 1000), 0);
+  }
+  {
+    ConnectionPair p(ReadPair::config(8, Mode::rocev2), [](ConnectionConfig& b) { b.max_outstanding_reads = 2; });
+    p.mem_b.deregister(p.dst_key);
+    p.dst_key = p.mem_b.register_region(p.dst_at(0), ConnectionPair::region_size, access_remote_read);
+    for (std::uint64_t i = 0; i < 3; ++i)
+      ASSERT_EQ(p.a->post_send(p.request(SendOp::read, i, 1024 * i, 1000)), PostResult::ok);
+    const auto requests = p.drain(*p.a, 1'000);
+    ASSERT_EQ(requests.size(), 3u);
+    ConnectionPair::deliver_all(*p.b, 1'000, requests);
+    EXPECT_EQ(p.b->counters().read_requests_over_limit, 1u);
+    EXPECT_EQ(p.b->state(), ConnectionState::error);
+  }
 }
 
 }  // namespace
