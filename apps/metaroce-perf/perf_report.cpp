@@ -171,7 +171,10 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                       "%.3f s\n",
                  static_cast<unsigned long long>(run.cm_connections_set_up), run.cm_setup_seconds, cm_setup_rate(run),
                  static_cast<unsigned long long>(run.cm_connections_torn_down), run.cm_teardown_seconds);
-  if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
+  if (o.verify && !run.failed())
+    std::fputs(is_atomic(o.op) ? " verify: every value returned checked, all correct\n"
+                               : " verify: every byte of every message checked, all correct\n",
+               out);
   std::fflush(out);
 }
 

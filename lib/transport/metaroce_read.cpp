@@ -200,15 +200,7 @@ std::size_t MetaroceConnection::send_request_packet(Time now, std::uint64_t rel,
   spec.mr_write = wire::MrWriteHeader{r.remote_addr, r.rkey, static_cast<std::uint32_t>(r.length), 0};
   spec.atomic_eth = wire::AtomicEth{r.remote_addr, r.rkey, r.swap_add, r.compare};
   spec.mr_read = wire::MrReadHeader{reinterpret_cast<std::uintptr_t>(r.local_addr), r.lkey};
-  const std::size_t size = wire::headers_size(spec);
-  const std::span<std::uint8_t> h = out.header_space(size);
-  wire::build_headers(spec, 0, h);
-  const std::size_t l3 = spec.eth.size();
-  std::array<std::uint8_t, 8> trailer{};
-  const std::size_t trailer_len =
-      wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
-  out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
-  return size + wire::icrc_size;
+  return commit_header_frame(spec, out);
 }
 
 }  // namespace metaroce::transport

@@ -157,17 +157,23 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
   }
 
   const std::uint8_t op = frame.bth.opcode;
+  // The tracking entry of the packet's message in its stream; nullptr
+  // (counted) when it is outside the stream window or the pool is dry
+  // (then unplaced and unrecorded: the sender resends).
+  const auto track = [&](RxStream& stream) -> RxMessage* {
+    if (d.msg_seq - stream.next_complete >= config_.stream_window) {
+      ++counters_.message_beyond_window;
+      return nullptr;
+    }
+    return rx_message(stream, d.msg_seq);
+  };
   if (place && (op == wire::opcode::mr_read_response || op == wire::opcode::mr_atomic_response)) {
     if (!on_response(frame, bit)) return;
   } else if (place && (op == wire::opcode::mr_read_request || op == wire::opcode::mr_fetch_add ||
                        op == wire::opcode::mr_compare_swap)) {
     RxStream& stream = rx_streams_[d.stream_id];
-    if (d.msg_seq - stream.next_complete >= config_.stream_window) {
-      ++counters_.message_beyond_window;
-      return;
-    }
-    RxMessage* tracked = rx_message(stream, d.msg_seq);
-    if (tracked == nullptr) return;  // the pool is dry: unplaced and unrecorded, the sender resends
+    RxMessage* tracked = track(stream);
+    if (tracked == nullptr) return;
     if (tracked->active) {
       ++counters_.inconsistent_message;
       return;
@@ -184,12 +190,8 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     complete_receives(stream, d.stream_id);
   } else if (place) {
     RxStream& stream = rx_streams_[d.stream_id];
-    if (d.msg_seq - stream.next_complete >= config_.stream_window) {
-      ++counters_.message_beyond_window;
-      return;
-    }
-    RxMessage* tracked = rx_message(stream, d.msg_seq);
-    if (tracked == nullptr) return;  // the pool is dry: unplaced and unrecorded, the sender resends
+    RxMessage* tracked = track(stream);
+    if (tracked == nullptr) return;
     RxMessage& msg = *tracked;
     const bool is_send = frame.bth.opcode == wire::opcode::mr_send || frame.bth.opcode == wire::opcode::mr_send_imm;
     const std::uint32_t msg_len = is_send ? frame.mr_send.msg_len : frame.mr_write.msg_len;
@@ -339,14 +341,7 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
       hint_generation_ = receive_share_->generation();
     }
     spec.mr_path_acks = paths;
-    const std::size_t size = wire::headers_size(spec);
-    const std::span<std::uint8_t> h = out.header_space(size);
-    wire::build_headers(spec, 0, h);
-    const std::size_t l3 = spec.eth.size();
-    std::array<std::uint8_t, 8> trailer{};
-    const std::size_t trailer_len =
-        wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
-    out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    commit_header_frame(spec, out);
     ++counters_.acks_sent;
   };
 
