@@ -158,6 +158,10 @@ void add_transport(JsonLine& j, const ParsedFrame& f) {
         .add("msg_offset", unsigned{s.msg_offset})
         .end_object();
   }
+  if (f.has(has_mr_read)) {
+    const MrReadHeader& r = f.mr_read;
+    j.begin_object("mr_read").add("va", std::uint64_t{r.va}).add("key", unsigned{r.key}).end_object();
+  }
   if (f.has(has_mr_ack)) {
     const MrAckHeader& a = f.mr_ack;
     j.begin_object("mr_ack");

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -119,7 +120,7 @@ struct alignas(64) Receiver {
       connection_memory.store(loopback->host_b().host().connection_memory_bytes(), std::memory_order_relaxed);
       memory_counted.store(true, std::memory_order_release);
     }
-    if (options->op == PerfOp::write) return work;  // a plain WRITE completes nothing here
+    if (!receiver_completes(options->op)) return work;  // a WRITE, READ or atomic completes nothing here
     // Only the connections with completions (their user tag: the index).
     const std::size_t handled = loopback->host_b().host().poll_completions(
         completions, [this](transport::Connection& c, const std::vector<transport::Completion>& got) {
@@ -309,6 +310,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   const std::uint32_t buffers =
       o.verify ? slots : static_cast<std::uint32_t>(std::clamp<std::uint64_t>(reused_buffer_bytes / size, 1, slots));
   std::vector<std::uint8_t> source(std::uint64_t{buffers} * size, 0x5a);
+  // B's memory the sender's WRITEs land in, or its READs and atomics read.
   std::vector<std::uint8_t> write_region(o.op == PerfOp::send ? 0 : std::uint64_t{buffers} * size, 0);
   Receiver receiver;
   receiver.loopback = &lb;
@@ -341,10 +343,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       write_region.empty() ? 0
                            : lb.host_b().memory().register_region(write_region.data(), write_region.size(),
                                                                   transport::access_local_write |
-                                                                      transport::access_remote_write);
+                                                                      transport::access_remote_write |
+                                                                      transport::access_remote_read |
+                                                                      transport::access_remote_atomic);
   receiver.receive_key =
       lb.host_b().memory().register_region(receive_region.data(), receive_region.size(), transport::access_local_write);
-  if (o.op != PerfOp::write) {
+  if (receiver_completes(o.op)) {
     for (std::uint32_t qp = 0; qp < qps; ++qp)
       for (std::uint16_t s = 0; s < o.streams; ++s)
         for (std::uint32_t j = 0; j < receiver.receives_per_stream; ++j)
@@ -414,9 +418,10 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     return static_cast<std::uint32_t>(slots_power_of_two ? m & (slots - 1) : m % slots);
   };
   transport::SendRequest request;
-  request.op = o.op == PerfOp::write       ? transport::SendOp::write
-               : o.op == PerfOp::write_imm ? transport::SendOp::write_imm
-                                           : transport::SendOp::send;
+  request.op = send_op(o.op);
+  // --verify of the atomics: the value each slot's 8 bytes at B hold, as
+  // this side expects them; every returned old value must equal it.
+  std::vector<std::uint64_t> atomic_expected(is_atomic(o.op) ? buffers : 0, 0);
   request.length = size;
   request.lkey = lkey;
   request.rkey = rkey;
@@ -449,12 +454,28 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
         continue;
       }
       ++completed;
-      if (o.verify && o.op == PerfOp::write) {
-        if (!check_pattern(write_region.data() + std::uint64_t{slot} * size, size, m)) {
+      if (o.verify && (o.op == PerfOp::write || o.op == PerfOp::read)) {
+        // A WRITE's bytes at B, a READ's here.
+        const std::uint8_t* bytes = (o.op == PerfOp::read ? source.data() : write_region.data()) +
+                                    std::uint64_t{slot} * size;
+        if (!check_pattern(bytes, size, m)) {
           ++wrong;
-          if (problem.empty()) problem = fmt::format("message {} ({} bytes) has wrong bytes at the receiver", m, size);
+          if (problem.empty())
+            problem = fmt::format("message {} ({} bytes) has wrong bytes at the {}", m, size,
+                                  o.op == PerfOp::read ? "reader" : "receiver");
         }
         keep_engine_turning();
+      } else if (o.verify && is_atomic(o.op)) {
+        std::uint64_t old = 0;
+        std::memcpy(&old, source.data() + std::uint64_t{slot} * size, sizeof old);
+        if (old != atomic_expected[slot]) {
+          ++wrong;
+          if (problem.empty())
+            problem = fmt::format("message {}: {} returned {:#x}, expected {:#x}", m, to_string(o.op), old,
+                                  atomic_expected[slot]);
+        }
+        // Both add m + 1 / swap in m + 1 (the compare is the value expected).
+        atomic_expected[slot] = o.op == PerfOp::fetch_add ? old + m + 1 : m + 1;
       }
     }
     if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) {
@@ -469,8 +490,14 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
            !slot_busy[next.slot]) {
       const std::uint64_t m = posted;
       const std::uint32_t slot = next.slot;
-      if (o.verify) {
-        fill_pattern(source.data() + slot * size, size, m);
+      if (o.verify && is_atomic(o.op)) {
+        request.swap_add = m + 1;
+        request.compare = atomic_expected[slot];
+      } else if (o.verify) {
+        // A READ's pattern is at B, where it is read from; its place here is cleared.
+        std::uint8_t* pattern = (o.op == PerfOp::read ? write_region.data() : source.data()) + std::uint64_t{slot} * size;
+        fill_pattern(pattern, size, m);
+        if (o.op == PerfOp::read) std::memset(source.data() + std::uint64_t{slot} * size, 0, size);
         keep_engine_turning();
       }
       transport::SendRequest& r = request;  // what every message shares is set once, below
@@ -509,7 +536,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       progress_done = completed;
     }
     const bool sender_done = !posting && completed + failed == posted;
-    const bool receiver_done = o.op == PerfOp::write ||
+    const bool receiver_done = !receiver_completes(o.op) ||
                                receiver.received.load(std::memory_order_acquire) +
                                        receiver.failed.load(std::memory_order_relaxed) >= completed;
     if (sender_done && receiver_done) break;
@@ -544,7 +571,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   result.message_rate = result.seconds > 0 ? double(completed) / result.seconds : 0.0;
   result.wrong_messages = wrong + receiver.wrong.load();
   result.missing_messages = (posted - completed);
-  if (o.op != PerfOp::write && receiver.received.load() < completed)
+  if (receiver_completes(o.op) && receiver.received.load() < completed)
     result.missing_messages += completed - receiver.received.load();
   result.first_problem = !problem.empty() ? problem : receiver.first_problem;
   result.packets_sent = data_packets_sent(senders) - sent_before;

@@ -68,7 +68,9 @@ po::options_description describe() {
                                                   "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
       ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
-      ("op", po::value<std::string>(), "write | write-imm | send (default write)")
+      ("op", po::value<std::string>(), "write | write-imm | send | read | fetch-add | cmp-swap (default write); "
+                                       "the atomics work on 8 bytes (-s 8); read, fetch-add and cmp-swap run "
+                                       "with --loopback")
       ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight per connection "
                                          "(tx depth 1), each message's post-to-completion time, "
                                          "min/p50/p99/max")
@@ -194,11 +196,27 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   }
   if (vm.count("op")) {
     const std::string op = vm["op"].as<std::string>();
-    if (op == "write") o.op = PerfOp::write;
-    else if (op == "write-imm") o.op = PerfOp::write_imm;
-    else if (op == "send") o.op = PerfOp::send;
-    else {
-      message = fmt::format("--op '{}' is not an operation: give write, write-imm or send", op);
+    bool known = false;
+    for (const PerfOp candidate : {PerfOp::write, PerfOp::write_imm, PerfOp::send, PerfOp::read, PerfOp::fetch_add,
+                                   PerfOp::cmp_swap}) {
+      if (op != to_string(candidate)) continue;
+      o.op = candidate;
+      known = true;
+    }
+    if (!known) {
+      message = fmt::format(
+          "--op '{}' is not an operation: give write, write-imm, send, read, fetch-add or cmp-swap", op);
+      return ParseOutcome::error;
+    }
+    if (is_atomic(o.op)) {
+      if (vm.count("all-sizes") || (vm.count("size") && o.sizes != std::vector<std::uint64_t>{8})) {
+        message = fmt::format("--op {} works on 8 bytes: drop --size and --all-sizes, or give -s 8", op);
+        return ParseOutcome::error;
+      }
+      o.sizes = {8};
+    }
+    if (o.op >= PerfOp::read && (vm.count("server") != 0 || vm.count("client") != 0)) {
+      message = fmt::format("--op {} runs with --loopback: the server does not yet offer memory to read", op);
       return ParseOutcome::error;
     }
   }

@@ -12,14 +12,31 @@
 
 namespace metaroce::perf {
 
-enum class PerfOp : std::uint8_t { write, write_imm, send };
+// read: ib_read_bw's READ of the peer's bytes; fetch_add, cmp_swap:
+// ib_atomic_bw's atomics on 8 bytes of the peer's.
+enum class PerfOp : std::uint8_t { write, write_imm, send, read, fetch_add, cmp_swap };
 
 // bw: a window of tx_depth messages, bandwidth and message rate (ib_write_bw).
 // lat: one message at a time, each one's completion latency (ib_write_lat).
 enum class PerfTest : std::uint8_t { bw, lat };
 
 [[nodiscard]] constexpr const char* to_string(PerfOp op) noexcept {
-  return op == PerfOp::write ? "write" : op == PerfOp::write_imm ? "write-imm" : "send";
+  constexpr const char* names[] = {"write", "write-imm", "send", "read", "fetch-add", "cmp-swap"};
+  return names[static_cast<int>(op)];
+}
+// The transport's operation for each.
+[[nodiscard]] constexpr transport::SendOp send_op(PerfOp op) noexcept {
+  constexpr transport::SendOp ops[] = {transport::SendOp::write, transport::SendOp::write_imm,
+                                       transport::SendOp::send,  transport::SendOp::read,
+                                       transport::SendOp::fetch_add, transport::SendOp::compare_swap};
+  return ops[static_cast<int>(op)];
+}
+// Whether the receiving side sees the operation (posted receives, completions).
+[[nodiscard]] constexpr bool receiver_completes(PerfOp op) noexcept {
+  return op == PerfOp::write_imm || op == PerfOp::send;
+}
+[[nodiscard]] constexpr bool is_atomic(PerfOp op) noexcept {
+  return op == PerfOp::fetch_add || op == PerfOp::cmp_swap;
 }
 
 // loopback: both ends here over a net_ring pair. server / client: one end

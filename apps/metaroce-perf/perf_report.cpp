@@ -80,7 +80,10 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " Congestion    : as each client asks (its --cc)\n");
   } else {
     std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
-                 o.op == PerfOp::write ? "Write" : o.op == PerfOp::write_imm ? "Write_Imm" : "Send",
+                 [&] {
+                   constexpr const char* titles[] = {"Write", "Write_Imm", "Send", "Read", "Fetch_Add", "Cmp_Swap"};
+                   return titles[static_cast<int>(o.op)];
+                 }(),
                  o.test == PerfTest::lat ? "Latency" : "BW",
                  o.role == PerfRole::client ? "client" : "loopback over net_ring");
     std::fprintf(out, " Mode          : %s\n", std::string(transport::to_string(o.mode)).c_str());
@@ -88,7 +91,7 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " MTU           : %u [B] payload per packet\n", o.mtu);
     std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
     std::fprintf(out, " Connections   : %u\n", o.qps);
-    std::fprintf(out, " Verify        : %s\n", o.verify ? "every byte" : "off");
+    std::fprintf(out, " Verify        : %s\n", !o.verify ? "off" : is_atomic(o.op) ? "every returned value" : "every byte");
     if (o.role == PerfRole::loopback)
       std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
     else
@@ -168,7 +171,10 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                       "%.3f s\n",
                  static_cast<unsigned long long>(run.cm_connections_set_up), run.cm_setup_seconds, cm_setup_rate(run),
                  static_cast<unsigned long long>(run.cm_connections_torn_down), run.cm_teardown_seconds);
-  if (o.verify && !run.failed()) std::fputs(" verify: every byte of every message checked, all correct\n", out);
+  if (o.verify && !run.failed())
+    std::fputs(is_atomic(o.op) ? " verify: every value returned checked, all correct\n"
+                               : " verify: every byte of every message checked, all correct\n",
+               out);
   std::fflush(out);
 }
 

@@ -18,6 +18,7 @@ enum Access : std::uint32_t {
   access_local_write = 1u << 0,   // receives may fill it
   access_remote_write = 1u << 1,  // the peer's WRITEs may land in it
   access_remote_read = 1u << 2,   // the peer may read it (READ)
+  access_remote_atomic = 1u << 3, // the peer's FETCH_ADD and CMP_SWAP may change it
 };
 
 // Bytes the network may read or write, once registered with an endpoint.
@@ -43,7 +44,11 @@ struct RemoteBuffer {
 [[nodiscard]] std::vector<std::uint8_t> encode_remote_buffer(const RemoteBuffer& buffer);
 [[nodiscard]] bool decode_remote_buffer(const std::vector<std::uint8_t>& bytes, RemoteBuffer& out) noexcept;
 
-enum class Op : std::uint8_t { write, write_imm, send, send_imm };
+// read: the peer's bytes at remote_addr under rkey into `local` (a region
+// registered for local write). fetch_add, compare_swap: on the peer's 8
+// aligned bytes at remote_addr; their old value lands in the 8 bytes at
+// `local`, in host order.
+enum class Op : std::uint8_t { write, write_imm, send, send_imm, read, fetch_add, compare_swap };
 
 // One send-side work request. The local bytes stay the application's and
 // must stay valid and unchanged until its completion (they are read again
@@ -55,9 +60,11 @@ struct SendWork {
   const void* local = nullptr;
   std::size_t length = 0;
   std::uint32_t lkey = 0;         // the MemoryRegion holding local..local+length
-  std::uint64_t remote_addr = 0;  // WRITE*: where the first byte goes
-  std::uint32_t rkey = 0;         // WRITE*: the peer's key for it
+  std::uint64_t remote_addr = 0;  // WRITE*: where the first byte goes; READ, atomics: what is read
+  std::uint32_t rkey = 0;         // WRITE*, READ, atomics: the peer's key for it
   std::uint32_t imm = 0;          // *_imm
+  std::uint64_t swap_add = 0;     // fetch_add: the addend; compare_swap: the new value
+  std::uint64_t compare = 0;      // compare_swap: swapped only when the old value equals it
 };
 
 // A buffer for one incoming SEND (or the notice of one WRITE_IMM).
@@ -78,6 +85,7 @@ enum class PostResult : std::uint8_t {
   too_long,      // longer than 4 GiB - 1
   queue_full,    // too many work requests waiting for their completions: poll, then post again
   no_resources,  // the host's memory pools are dry for now: poll, then post again
+  bad_length,    // an atomic whose length is not 8
 };
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;
 
@@ -98,6 +106,8 @@ enum class CompletionKind : std::uint8_t {
   write,              // a WRITE or WRITE_IMM of ours completed
   receive,            // a SEND arrived into a posted receive
   receive_write_imm,  // a WRITE_IMM arrived: consumed a posted receive, carries imm
+  read,               // a READ of ours completed: the bytes are in `local`
+  atomic,             // an atomic of ours completed: the old value is in `local`
 };
 
 struct Completion {

@@ -71,6 +71,7 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   m.paths = a.config.paths;
   m.streams = a.config.streams;
   m.base_src_port = a.config.base_src_port;
+  m.max_reads = static_cast<std::uint16_t>(a.config.max_outstanding_reads);
   m.cc = request.cc;
   m.private_data = request.private_data;
   std::array<std::uint8_t, mad_size> check{};
@@ -200,6 +201,9 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   c.mtu = std::min(m.mtu, config_.max_mtu);
   c.paths = m.mode == transport::Mode::rocev2 ? 1 : std::min(m.paths, config_.max_paths);
   c.streams = m.streams;
+  // Like max_rd_atomic: the smaller of what the client asks and we allow.
+  c.max_outstanding_reads =
+      m.max_reads == 0 ? config_.max_outstanding_reads : std::min<std::uint32_t>(m.max_reads, config_.max_outstanding_reads);
   c.pkey = pkey_of(m.nonce);
   RejectReason reason = RejectReason::none;
   std::vector<std::uint8_t> reply_private;
@@ -228,6 +232,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     answer.paths = c.paths;
     answer.streams = c.streams;
     answer.base_src_port = c.base_src_port;
+    answer.max_reads = static_cast<std::uint16_t>(c.max_outstanding_reads);
     answer.cc = m.cc;
     answer.private_data = std::move(reply_private);
     entry.local_qpn = c.local_qpn;
@@ -270,6 +275,7 @@ void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
     a.config.mtu = m.mtu;
     a.config.paths = m.paths;
     a.config.streams = m.streams;
+    if (m.max_reads != 0) a.config.max_outstanding_reads = m.max_reads;
     // The reply's source MAC is the next hop back: keep what we were told
     // (the same next hop, or the peer itself).
     (void)frame;

@@ -86,6 +86,7 @@ struct ManagerConfig {
   // Server side: what it agrees to.
   std::uint32_t max_mtu = 9000;
   std::uint16_t max_paths = 64;
+  std::uint32_t max_outstanding_reads = 16;  // READs and atomics at once (the smaller of this and the client's)
   std::uint32_t max_connections = 1024;  // server connections alive at once
   // Queues of the port (engine::steering_queue): a server connection gets a
   // QPN of the same queue as its client's, so both ends live on that queue.

@@ -28,6 +28,7 @@ constexpr std::size_t mtu_at = data_at + 24;
 constexpr std::size_t paths_at = data_at + 28;
 constexpr std::size_t streams_at = data_at + 30;
 constexpr std::size_t base_src_port_at = data_at + 32;
+constexpr std::size_t max_reads_at = data_at + 34;
 constexpr std::size_t cc_at = data_at + 36;
 constexpr std::size_t private_at = cc_at + cc_name_size;
 static_assert(private_at + max_private_data <= mad_size);
@@ -101,6 +102,7 @@ bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::
   wire::store_be16(p + paths_at, m.paths);
   wire::store_be16(p + streams_at, m.streams);
   wire::store_be16(p + base_src_port_at, m.base_src_port);
+  wire::store_be16(p + max_reads_at, m.max_reads);
   std::memcpy(p + cc_at, m.cc.data(), m.cc.size());
   if (!m.private_data.empty()) std::memcpy(p + private_at, m.private_data.data(), m.private_data.size());
   return true;
@@ -135,6 +137,7 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   out.paths = wire::load_be16(p + paths_at);
   out.streams = wire::load_be16(p + streams_at);
   out.base_src_port = wire::load_be16(p + base_src_port_at);
+  out.max_reads = wire::load_be16(p + max_reads_at);
   out.cc.assign(reinterpret_cast<const char*>(p + cc_at),
                 ::strnlen(reinterpret_cast<const char*>(p + cc_at), cc_name_size));
   out.private_data.assign(p + private_at, p + private_at + private_length);

@@ -65,6 +65,9 @@ struct Message {
   std::uint16_t paths = 0;
   std::uint16_t streams = 0;
   std::uint16_t base_src_port = 0;  // the sender's first UDP source port
+  // READs and atomics outstanding at once (REQ: asked; REP: agreed; 0: the
+  // transport's default).
+  std::uint16_t max_reads = 0;
   std::string cc;                   // congestion control name, at most 15 characters
   std::vector<std::uint8_t> private_data;  // at most max_private_data bytes
 

@@ -13,6 +13,9 @@ transport::SendOp internal(Op op) noexcept {
     case Op::write_imm: return transport::SendOp::write_imm;
     case Op::send: return transport::SendOp::send;
     case Op::send_imm: return transport::SendOp::send_imm;
+    case Op::read: return transport::SendOp::read;
+    case Op::fetch_add: return transport::SendOp::fetch_add;
+    case Op::compare_swap: return transport::SendOp::compare_swap;
   }
   return transport::SendOp::write;
 }
@@ -25,6 +28,7 @@ static_assert(static_cast<int>(transport::CompletionStatus::count_) ==
 static_assert(static_cast<int>(transport::CompletionStatus::flushed) == static_cast<int>(Status::flushed));
 static_assert(static_cast<int>(transport::CompletionKind::receive_write_imm) ==
               static_cast<int>(CompletionKind::receive_write_imm));
+static_assert(static_cast<int>(transport::CompletionKind::atomic) == static_cast<int>(CompletionKind::atomic));
 
 Completion public_completion(const transport::Completion& c) noexcept {
   Completion out;
@@ -108,6 +112,7 @@ bool decode_remote_buffer(const std::vector<std::uint8_t>& bytes, RemoteBuffer& 
 // The public PostResult lists the transport's results in the same order.
 static_assert(static_cast<int>(transport::PostResult::no_resources) == static_cast<int>(PostResult::no_resources));
 static_assert(static_cast<int>(transport::PostResult::queue_full) == static_cast<int>(PostResult::queue_full));
+static_assert(static_cast<int>(transport::PostResult::bad_length) == static_cast<int>(PostResult::bad_length));
 
 std::string_view to_string(PostResult r) noexcept {
   return transport::to_string(static_cast<transport::PostResult>(r));
@@ -133,6 +138,8 @@ PostResult Connection::post_send(const SendWork& w) {
   r.remote_addr = w.remote_addr;
   r.rkey = w.rkey;
   r.imm = w.imm;
+  r.swap_add = w.swap_add;
+  r.compare = w.compare;
   return public_result(impl_->connection->post_send(r));
 }
 

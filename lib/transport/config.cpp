@@ -27,6 +27,8 @@ std::string validate(const ConnectionConfig& c) {
     return fmt::format("path_window {} is outside 1..{}", c.path_window, wire::sack_bits);
   if (c.ack_every_packets < 1) return "ack_every_packets must be at least 1";
   if (c.completion_queue_depth < 1) return "completion_queue_depth must be at least 1";
+  if (c.max_outstanding_reads < 1 || c.max_outstanding_reads > 256)
+    return fmt::format("max_outstanding_reads {} is outside 1..256", c.max_outstanding_reads);
   if (c.endpoints.ip_version != 4 && c.endpoints.ip_version != 6) return "ip_version must be 4 or 6";
   if (c.min_rto == 0 || c.min_rto > c.max_rto) return "min_rto must be > 0 and <= max_rto";
   if (static_cast<std::uint32_t>(c.base_src_port) + c.paths > 65535u) return "base_src_port + paths exceeds 65535";

@@ -52,6 +52,12 @@ struct ConnectionConfig {
   // many are posted and their completions not yet polled: the queue never
   // overflows and no completion is lost. At least 1.
   std::uint32_t completion_queue_depth = 65536;
+  // READs and atomics outstanding at once, each way (IBTA's max_rd_atomic):
+  // the connection manager agrees on it. A requester holds back more; a
+  // responder serves this many at a time and queues as many again (an
+  // older answer's acknowledgement may still be on its way), and NAKs a
+  // request beyond that (read_requests_over_limit). 1..256.
+  std::uint32_t max_outstanding_reads = 16;
 
   // ACK coalescing: an ACK after this many data packets or this long after
   // the first unacknowledged one, whichever comes first; at once on a gap

@@ -16,6 +16,7 @@ std::string_view to_string(PostResult r) noexcept {
     case PostResult::too_long: return "too_long";
     case PostResult::queue_full: return "queue_full";
     case PostResult::no_resources: return "no_resources";
+    case PostResult::bad_length: return "bad_length";
   }
   return "invalid";
 }
@@ -53,11 +54,13 @@ PostResult Connection::check_send(const SendRequest& request) noexcept {
     ++counters_.posts_refused_queue_full;
     return PostResult::queue_full;
   }
+  if (is_atomic(request.op) && request.length != atomic_length) return PostResult::bad_length;
+  // A READ's and an atomic's answer is written to the local bytes.
   if (request.length > 0 &&
-      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length, 0) !=
-          AccessCheck::ok)
+      memory_.check(request.lkey, reinterpret_cast<std::uintptr_t>(request.local_addr), request.length,
+                    is_request(request.op) ? std::uint32_t{access_local_write} : 0u) != AccessCheck::ok)
     return PostResult::bad_lkey;
-  if (is_write(request.op) && request.rkey == 0) return PostResult::bad_rkey;
+  if ((is_write(request.op) || is_request(request.op)) && request.rkey == 0) return PostResult::bad_rkey;
   return PostResult::ok;
 }
 

@@ -53,6 +53,7 @@ enum class PostResult : std::uint8_t {
   too_long,       // message longer than 4 GiB - 1 (the wire's message length field)
   queue_full,     // completion_queue_depth work requests posted and not yet polled
   no_resources,   // the host's pool has no room for the request now: post it again later
+  bad_length,     // an atomic's length is not 8 bytes
 };
 
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;

@@ -45,7 +45,21 @@ namespace metaroce::transport {
   X(reserved_ack_syndromes, "ACKs dropped: their syndrome is of a reserved kind (not ACK, RNR NAK or NAK)") \
   X(packets_in_error_state, "packets dropped: the connection is not READY (ERROR, CLOSED, INIT)") \
   X(wrong_mode_packets, "packets with an opcode of the other mode")                          \
-  X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (READ, atomics, UC, UD)") \
+  X(unsupported_opcodes, "rocev2: packets dropped: an opcode not implemented (UC, UD)") \
+  X(read_requests_served, "READ requests accepted from the peer (their answers sent as data)") \
+  X(atomics_executed, "FETCH_ADD and CMP_SWAP requests executed on our memory, each once") \
+  X(read_access_errors, "READ requests refused: rkey, rights or bounds (NAKed)")             \
+  X(atomic_access_errors, "atomic requests refused: rkey, rights or bounds (NAKed)")         \
+  X(atomic_unaligned, "atomic requests refused: address not 8-byte aligned (NAKed)")          \
+  X(read_requests_queued, "READ and atomic requests held until an earlier answer was acknowledged") \
+  X(read_requests_over_limit, "READ and atomic requests beyond max_outstanding_reads and its queue (NAKed)") \
+  X(read_limit_waits, "polls where our next READ or atomic waited: max_outstanding_reads outstanding") \
+  X(read_response_unexpected, "READ or atomic answers dropped: no such request of ours outstanding") \
+  X(read_response_mismatch, "READ or atomic answers dropped: address, key or length not the request's") \
+  X(read_response_beyond_length, "READ or atomic answers dropped: bytes past the requested length") \
+  X(atomic_replays, "rocev2: duplicate atomic requests answered from the saved result, not executed again") \
+  X(duplicate_reads_reexecuted, "rocev2: duplicate READ requests answered again from memory") \
+  X(read_responses_out_of_sequence, "rocev2: READ answers dropped: PSN past the expected one (READ re-issued)") \
   X(cnp_received, "rocev2: CNPs received (handed to congestion control)")                  \
   X(cnps_sent, "rocev2: CNPs sent for CE-marked packets, at most one per cnp_interval")   \
   X(send_completions, "send and write completions delivered")                               \

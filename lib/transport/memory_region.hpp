@@ -16,6 +16,7 @@ enum Access : std::uint32_t {
   access_local_write = 1u << 0,
   access_remote_write = 1u << 1,
   access_remote_read = 1u << 2,
+  access_remote_atomic = 1u << 3,
 };
 
 enum class AccessCheck : std::uint8_t { ok, bad_key, no_permission, out_of_bounds };

@@ -162,6 +162,8 @@ std::size_t MetaroceConnection::memory_bytes() const noexcept {
   for (std::uint16_t p = 0; p < config_.paths; ++p)
     bytes += tx_paths_[p].seq_slot != nullptr ? HostPools::path_slot_bytes : 0;
   bytes += send_queue_.size() * HostPools::message_bytes;
+  bytes += reads_outstanding_.capacity() * sizeof(SendMessage*) + queued_requests_.capacity() * sizeof(QueuedRequest) +
+           (atomic_results_ != nullptr ? config_.max_outstanding_reads * sizeof(AtomicResult) : 0);
   return bytes;
 }
 
@@ -184,8 +186,8 @@ PostResult MetaroceConnection::post_send(const SendRequest& request) {
   message->msg_seq = next_msg_seq_[request.stream]++;
   if (consumes_receive(request.op)) message->recv_seq = next_recv_seq_[request.stream]++;
   // One packet up to the MTU without a division (small messages are the
-  // message-rate case).
-  message->packets_total = request.length <= config_.mtu
+  // message-rate case); a READ or atomic is one request packet.
+  message->packets_total = request.length <= config_.mtu || is_request(request.op)
                                ? 1
                                : static_cast<std::uint32_t>((request.length + config_.mtu - 1) / config_.mtu);
   stream_sends_[request.stream].push_back(message.get());
@@ -218,10 +220,14 @@ void MetaroceConnection::fail(CompletionStatus status, SendMessage* culprit) {
     while (!queue.empty()) {
       SendMessage* m = queue.front();
       queue.pop_front();
-      const CompletionStatus s = m == culprit ? status : (m->packets_acked == m->packets_total && m->packets_assigned == m->packets_total ? CompletionStatus::success : CompletionStatus::flushed);
-      add_completion(Completion{m->request.wr_id, s,
-                                        is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
-                                        m->request.stream, m->request.length, false, 0});
+      // (A READ or atomic is done when its answer is placed, not when its
+      // request is acknowledged.)
+      const bool done = is_request(m->request.op)
+                            ? m->finished
+                            : m->packets_acked == m->packets_total && m->packets_assigned == m->packets_total;
+      const CompletionStatus s = m == culprit ? status : (done ? CompletionStatus::success : CompletionStatus::flushed);
+      add_completion(Completion{m->request.wr_id, s, completion_kind(m->request.op), m->request.stream,
+                                m->request.length, false, 0});
       ++counters_.send_completions;
       if (m == culprit) break;
     }
@@ -233,9 +239,8 @@ void MetaroceConnection::fail(CompletionStatus status, SendMessage* culprit) {
 void MetaroceConnection::flush_all() {
   for (std::uint16_t s = 0; s < config_.streams; ++s) {
     for (SendMessage* m = stream_sends_[s].front(); m != nullptr; m = m->stream_next) {
-      add_completion(Completion{m->request.wr_id, CompletionStatus::flushed,
-                                        is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
-                                        s, m->request.length, false, 0});
+      add_completion(Completion{m->request.wr_id, CompletionStatus::flushed, completion_kind(m->request.op), s,
+                                m->request.length, false, 0});
       ++counters_.send_completions;
     }
     stream_sends_[s].clear();
@@ -254,6 +259,10 @@ void MetaroceConnection::flush_all() {
   for (std::uint16_t s = 0; s < config_.streams; ++s) stream_listed_[s] = false;
   retransmit_queue_.clear();
   rnr_queue_.clear();
+  reads_outstanding_.clear();
+  queued_requests_.clear();
+  responses_active_ = 0;
+  atomic_results_.reset();
   for (std::uint16_t p = 0; p < config_.paths; ++p) {
     TxPath& path = tx_paths_[p];
     wheel_.cancel(path.rto_timer);

@@ -38,6 +38,7 @@ class MetaroceConnection final : public Connection {
   struct RxMessage;
   struct RxStream;
   struct StreamSends;
+  struct QueuedRequest;
   // Gives a SendMessage back to the pool it came from.
   struct MessageDeleter {
     BlockPool* pool = nullptr;
@@ -92,6 +93,22 @@ class MetaroceConnection final : public Connection {
   void note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame);
   void complete_receives(RxStream& stream, std::uint16_t stream_id);
   void send_nak(std::uint8_t syndrome, std::uint32_t psn);
+  // The PSN at `bit` of the receive bitmap is placed: the bitmap and
+  // rcv_base_ move on.
+  void mark_placed(std::size_t bit) noexcept;
+  // The peer's READ or atomic request (metaroce_read.cpp): checked,
+  // queued; false when it was refused (NAKed) and the connection failed.
+  bool on_request(const wire::ParsedFrame& frame);
+  // Our READ's or atomic's answer: placed if it is one we asked for
+  // (false: dropped, counted).
+  bool on_response(const wire::ParsedFrame& frame, std::size_t bit);
+  // Queued requests become answers in the send queue, while fewer than
+  // max_outstanding_reads are in flight and the pool has room.
+  void start_responses();
+  // An answer of ours was acknowledged whole: its room goes to the next.
+  void response_done(SendMessage& m) noexcept;
+  void read_finished(SendMessage& m);
+  std::size_t send_request_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
   void emit_acks(Time now, TxBatch& out);
   static void ack_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
 
@@ -147,6 +164,22 @@ class MetaroceConnection final : public Connection {
   std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
   std::uint64_t hint_generation_ = ~std::uint64_t{0};  // receive share generation of our last hint
   bool rx_started_ = false;  // data or probes have arrived: we are someone's receiver
+
+  // READs and atomics (metaroce_read.cpp). Ours whose request went out and
+  // whose answer is not all placed (at most max_outstanding_reads):
+  std::vector<SendMessage*> reads_outstanding_;
+  // The peer's: accepted and not yet answered (oldest first; a vector, as
+  // an idle connection's deque would hold a node), and answers in flight.
+  std::vector<QueuedRequest> queued_requests_;
+  std::uint32_t responses_active_ = 0;
+  // Each atomic's old value (big-endian, as sent) stays here until its
+  // answer is acknowledged: a retransmission sends the saved value, and the
+  // request's PSN, already placed, is never executed again.
+  struct AtomicResult {
+    std::array<std::uint8_t, 8> value{};
+    bool in_use = false;
+  };
+  std::unique_ptr<AtomicResult[]> atomic_results_;  // max_outstanding_reads, taken with the first atomic
 };
 
 }  // namespace metaroce::transport

@@ -11,6 +11,20 @@
 
 namespace metaroce::transport {
 
+// Commits a frame without payload built from `spec` (an ACK, a READ or
+// atomic request), its ICRC computed here. Returns its size with the ICRC.
+inline std::size_t commit_header_frame(const wire::FrameSpec& spec, TxBatch& out) {
+  const std::size_t size = wire::headers_size(spec);
+  const std::span<std::uint8_t> h = out.header_space(size);
+  wire::build_headers(spec, 0, h);
+  const std::size_t l3 = spec.eth.size();
+  std::array<std::uint8_t, 8> trailer{};
+  const std::size_t trailer_len =
+      wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
+  out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+  return size + trailer_len;
+}
+
 // A send work request being carried out.
 struct MetaroceConnection::SendMessage {
   SendRequest request;
@@ -25,6 +39,10 @@ struct MetaroceConnection::SendMessage {
   bool finished = false;   // every packet acknowledged, or failed
   bool completed = false;  // its completion was delivered
   CompletionStatus status = CompletionStatus::success;
+  // Our answer to the peer's READ or atomic: it completes nothing here and
+  // is on no stream's list; msg_seq and stream are the peer's request's.
+  bool response = false;
+  std::uint32_t read_placed = 0;  // our READ or atomic: answer bytes placed
   SendMessage* stream_next = nullptr;  // the next of its stream, in post order (StreamSends)
 
   // A fresh message for `r` (a recycled one is reset here). Field by
@@ -35,7 +53,7 @@ struct MetaroceConnection::SendMessage {
   // and wait for them to reach the cache, a stall per message.
   void reset(const SendRequest& r) noexcept {
     // Every field is set below: a new one must be added there.
-    static_assert(sizeof(SendRequest) == 56 && sizeof(SendMessage) == 112);
+    static_assert(sizeof(SendRequest) == 72 && sizeof(SendMessage) == 128);
     static_assert(sizeof(SendMessage) <= HostPools::message_bytes);
     request.wr_id = r.wr_id;
     request.op = r.op;
@@ -50,6 +68,8 @@ struct MetaroceConnection::SendMessage {
     std::uint32_t imm = r.imm;
     asm("" : "+r"(imm));
     request.imm = imm;
+    request.swap_add = r.swap_add;
+    request.compare = r.compare;
     msg_seq = 0;
     recv_seq = 0;
     next_offset = 0;
@@ -61,6 +81,8 @@ struct MetaroceConnection::SendMessage {
     finished = false;
     completed = false;
     status = CompletionStatus::success;
+    response = false;
+    read_placed = 0;
     stream_next = nullptr;
   }
 };
@@ -129,7 +151,7 @@ struct MetaroceConnection::TxPath {
   std::uint64_t* seq_slot = nullptr;
   // Templates per opcode, rebuilt when the source port changes.
   wire::HeaderTemplate write_template, write_imm_template, send_template, send_imm_template,
-      probe_template;
+      read_response_template, atomic_response_template, probe_template;
   timer::Timer rto_timer;
   timer::Timer probe_timer;
   bool probe_due = false;
@@ -147,6 +169,19 @@ struct MetaroceConnection::TxPath {
   [[nodiscard]] bool holds(std::uint32_t seq) const noexcept {
     return static_cast<std::int32_t>(seq - una) >= 0 && static_cast<std::int32_t>(next_seq - seq) > 0;
   }
+};
+
+// A READ or atomic request of the peer's, checked and waiting for its
+// answer to start (at most max_outstanding_reads answers are in flight).
+struct MetaroceConnection::QueuedRequest {
+  std::uint8_t opcode = 0;
+  std::uint16_t stream = 0;
+  std::uint32_t msg_seq = 0;  // the request's, echoed in the answer
+  std::uint64_t source = 0;   // READ: the bytes to read; atomics: the 8 bytes
+  std::uint32_t length = 0;
+  std::uint64_t swap_add = 0;
+  std::uint64_t compare = 0;
+  wire::MrReadHeader destination;  // where the answer goes at the peer
 };
 
 // Receive side of a path: cum is the first sequence not received (or no

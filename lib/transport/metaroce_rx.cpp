@@ -31,7 +31,12 @@ void MetaroceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
     case wire::opcode::mr_write:
     case wire::opcode::mr_write_imm:
     case wire::opcode::mr_send:
-    case wire::opcode::mr_send_imm: on_data(now, frame); break;
+    case wire::opcode::mr_send_imm:
+    case wire::opcode::mr_read_request:
+    case wire::opcode::mr_read_response:
+    case wire::opcode::mr_compare_swap:
+    case wire::opcode::mr_fetch_add:
+    case wire::opcode::mr_atomic_response: on_data(now, frame); break;
     default: ++counters_.wrong_mode_packets; break;
   }
 }
@@ -151,14 +156,42 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     place = false;
   }
 
-  if (place) {
-    RxStream& stream = rx_streams_[d.stream_id];
+  const std::uint8_t op = frame.bth.opcode;
+  // The tracking entry of the packet's message in its stream; nullptr
+  // (counted) when it is outside the stream window or the pool is dry
+  // (then unplaced and unrecorded: the sender resends).
+  const auto track = [&](RxStream& stream) -> RxMessage* {
     if (d.msg_seq - stream.next_complete >= config_.stream_window) {
       ++counters_.message_beyond_window;
+      return nullptr;
+    }
+    return rx_message(stream, d.msg_seq);
+  };
+  if (place && (op == wire::opcode::mr_read_response || op == wire::opcode::mr_atomic_response)) {
+    if (!on_response(frame, bit)) return;
+  } else if (place && (op == wire::opcode::mr_read_request || op == wire::opcode::mr_fetch_add ||
+                       op == wire::opcode::mr_compare_swap)) {
+    RxStream& stream = rx_streams_[d.stream_id];
+    RxMessage* tracked = track(stream);
+    if (tracked == nullptr) return;
+    if (tracked->active) {
+      ++counters_.inconsistent_message;
       return;
     }
-    RxMessage* tracked = rx_message(stream, d.msg_seq);
-    if (tracked == nullptr) return;  // the pool is dry: unplaced and unrecorded, the sender resends
+    if (!on_request(frame)) return;
+    // The request takes its place in the stream's order, with nothing to
+    // place and no completion here.
+    *tracked = RxMessage{};
+    tracked->active = true;
+    tracked->last_seen = true;
+    ++stream.active;
+    ++counters_.data_packets_received;
+    mark_placed(bit);
+    complete_receives(stream, d.stream_id);
+  } else if (place) {
+    RxStream& stream = rx_streams_[d.stream_id];
+    RxMessage* tracked = track(stream);
+    if (tracked == nullptr) return;
     RxMessage& msg = *tracked;
     const bool is_send = frame.bth.opcode == wire::opcode::mr_send || frame.bth.opcode == wire::opcode::mr_send_imm;
     const std::uint32_t msg_len = is_send ? frame.mr_send.msg_len : frame.mr_write.msg_len;
@@ -236,13 +269,7 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     ++counters_.data_packets_received;
     counters_.data_bytes_placed += len;
 
-    rcv_bitmap_[bit / 64] |= std::uint64_t{1} << (bit % 64);
-    while (true) {
-      const std::size_t b = rcv_base_ & (config_.psn_window - 1);
-      if (((rcv_bitmap_[b / 64] >> (b % 64)) & 1u) == 0) break;
-      rcv_bitmap_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
-      ++rcv_base_;
-    }
+    mark_placed(bit);
     if (msg.placed == msg.length && msg.last_seen) complete_receives(stream, d.stream_id);
   }
 
@@ -254,6 +281,16 @@ void MetaroceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
     if (!place) ++counters_.spurious_retransmissions;
   }
   note_path_arrival(now, d.path_id, frame);
+}
+
+void MetaroceConnection::mark_placed(std::size_t bit) noexcept {
+  rcv_bitmap_[bit / 64] |= std::uint64_t{1} << (bit % 64);
+  while (true) {
+    const std::size_t b = rcv_base_ & (config_.psn_window - 1);
+    if (((rcv_bitmap_[b / 64] >> (b % 64)) & 1u) == 0) break;
+    rcv_bitmap_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
+    ++rcv_base_;
+  }
 }
 
 void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t stream_id) {
@@ -304,14 +341,7 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
       hint_generation_ = receive_share_->generation();
     }
     spec.mr_path_acks = paths;
-    const std::size_t size = wire::headers_size(spec);
-    const std::span<std::uint8_t> h = out.header_space(size);
-    wire::build_headers(spec, 0, h);
-    const std::size_t l3 = spec.eth.size();
-    std::array<std::uint8_t, 8> trailer{};
-    const std::size_t trailer_len =
-        wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
-    out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    commit_header_frame(spec, out);
     ++counters_.acks_sent;
   };
 

@@ -21,6 +21,8 @@ void MetaroceConnection::build_templates(TxPath& path) {
   prepare(path.write_imm_template, wire::opcode::mr_write_imm);
   prepare(path.send_template, wire::opcode::mr_send);
   prepare(path.send_imm_template, wire::opcode::mr_send_imm);
+  prepare(path.read_response_template, wire::opcode::mr_read_response);
+  prepare(path.atomic_response_template, wire::opcode::mr_atomic_response);
   prepare(path.probe_template, wire::opcode::mr_probe);
 }
 
@@ -187,28 +189,56 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
 }
 
 bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
-  while (segment_index_ < send_queue_.size()) {
-    SendMessage& m = *send_queue_[segment_index_];
-    if (m.packets_assigned == m.packets_total) {
-      ++segment_index_;
-      continue;
-    }
-    // The receiver tracks stream_window messages per stream.
-    const auto& stream = stream_sends_[m.request.stream];
-    if (!stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window) return false;
+  const auto assign = [&](SendMessage& m, bool request) {
     if (!take_tx_chunk(snd_next_)) return false;  // the pool is dry: wait for a chunk
     rel = snd_next_++;
     TxPacket& pkt = packet(rel);
     pkt = TxPacket{};
     pkt.message = &m;
     pkt.offset = static_cast<std::uint32_t>(m.next_offset);
-    pkt.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.mtu, m.request.length - m.next_offset));
+    // A READ or atomic is one request packet without payload.
+    pkt.length = request ? 0
+                         : static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.mtu, m.request.length - m.next_offset));
+    if (request) {
+      m.next_offset = m.request.length;
+      reads_outstanding_.push_back(&m);
+    }
     pkt.last = m.next_offset + pkt.length == m.request.length;
     pkt.state = TxPacket::lost;  // not yet on a path; send_data_packet puts it on one
     m.next_offset += pkt.length;
     ++m.packets_assigned;
     m.last_rel = rel;
     return true;
+  };
+  // A message that must wait (its stream's window, or the READ limit) holds
+  // back the messages behind it, but not our answers to the peer's
+  // requests: the peer's own READs (and so, perhaps, what ours wait for)
+  // depend on them. They are assigned past it.
+  const auto answer_behind = [&](std::size_t from) {
+    for (std::size_t i = from; i < send_queue_.size(); ++i) {
+      SendMessage& m = *send_queue_[i];
+      if (m.response && m.packets_assigned < m.packets_total) return assign(m, false);
+    }
+    return false;
+  };
+  while (segment_index_ < send_queue_.size()) {
+    SendMessage& m = *send_queue_[segment_index_];
+    if (m.packets_assigned == m.packets_total) {
+      ++segment_index_;
+      continue;
+    }
+    // The receiver tracks stream_window messages per stream (our answers
+    // to the peer's requests are none of ours).
+    const auto& stream = stream_sends_[m.request.stream];
+    if (!m.response && !stream.empty() && m.msg_seq - stream.front()->msg_seq >= config_.stream_window)
+      return responses_active_ != 0 && answer_behind(segment_index_ + 1);
+    const bool request = is_request(m.request.op) && !m.response;
+    if (request && reads_outstanding_.size() >= config_.max_outstanding_reads) {
+      ++counters_.read_limit_waits;
+      // read_finished asks for a poll when one completes.
+      return responses_active_ != 0 && answer_behind(segment_index_ + 1);
+    }
+    return assign(m, request);
   }
   return false;
 }
@@ -220,54 +250,63 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   const SendMessage& m = *pkt.message;
   const SendRequest& r = m.request;
   const bool retransmit = pkt.transmissions > 0;
-  const bool with_imm = has_imm(r.op) && pkt.last;
-  const wire::HeaderTemplate& t = is_write(r.op) ? (with_imm ? path.write_imm_template : path.write_template)
-                                                 : (with_imm ? path.send_imm_template : path.send_template);
-
-  const std::uint8_t pad = wire::pad_for(pkt.length);
-  // A short payload goes into the batch after its headers (TxBatch).
-  const bool inline_payload = pkt.length <= out.inline_limit();
-  // (4 bytes of room for the pad, written whole.)
-  const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 : 0));
-  t.stamp(h, pkt.length, wire_psn(rel), pkt.last);
-  std::uint8_t* ext = h.data() + t.ext_offset();
   const std::uint32_t seq = path.next_seq;
-  wire::MrDataHeader data;
-  data.path_id = static_cast<std::uint8_t>(path_id);
-  data.flags = static_cast<std::uint8_t>((pkt.last ? wire::mr_flag::last : 0) |
-                                         (retransmit ? wire::mr_flag::retransmit : 0));
-  data.stream_id = r.stream;
-  data.path_seq = seq;
-  data.msg_seq = m.msg_seq;
-  data.tsval = micros(now);
-  wire::encode(data, ext);
-  ext += wire::mr_data_header_size;
-  if (is_write(r.op)) {
-    wire::encode(wire::MrWriteHeader{r.remote_addr + pkt.offset, r.rkey, static_cast<std::uint32_t>(r.length),
-                                     pkt.offset},
-                 ext);
-    ext += wire::mr_write_header_size;
+  std::size_t wire_bytes;
+  if (is_request(r.op) && !m.response) {
+    wire_bytes = send_request_packet(now, rel, path_id, out);
   } else {
-    wire::encode(wire::MrSendHeader{m.recv_seq, static_cast<std::uint32_t>(r.length), pkt.offset}, ext);
-    ext += wire::mr_send_header_size;
-  }
-  if (with_imm) wire::store_be32(ext, r.imm);
+    const bool with_imm = has_imm(r.op) && pkt.last;
+    const bool placed_write = is_write(r.op) || m.response;  // an MWH names the bytes' place
+    const wire::HeaderTemplate& t =
+        m.response       ? (is_atomic(r.op) ? path.atomic_response_template : path.read_response_template)
+        : is_write(r.op) ? (with_imm ? path.write_imm_template : path.write_template)
+                         : (with_imm ? path.send_imm_template : path.send_template);
 
-  const wire::ByteSpan payload(r.local_addr == nullptr ? nullptr : r.local_addr + pkt.offset, pkt.length);
-  if (inline_payload) {
-    std::uint8_t* at = h.data() + t.size();
-    if (!payload.empty()) wire::copy_bytes(at, payload.data(), payload.size());
-    wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
-    // Its ICRC is computed with the rest of the burst's when poll() ends.
-    out.commit_unsealed(t.size() + payload.size() + pad, t.l3_offset());
-  } else {
-    static constexpr std::array<std::uint8_t, 4> zeros{};
-    const std::array<wire::ByteSpan, 3> pieces = {
-        wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
-        wire::ByteSpan(zeros.data(), pad)};
-    std::array<std::uint8_t, 8> trailer{};
-    const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
-    out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    const std::uint8_t pad = wire::pad_for(pkt.length);
+    // A short payload goes into the batch after its headers (TxBatch).
+    const bool inline_payload = pkt.length <= out.inline_limit();
+    // (4 bytes of room for the pad, written whole.)
+    const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 : 0));
+    t.stamp(h, pkt.length, wire_psn(rel), pkt.last);
+    std::uint8_t* ext = h.data() + t.ext_offset();
+    wire::MrDataHeader data;
+    data.path_id = static_cast<std::uint8_t>(path_id);
+    data.flags = static_cast<std::uint8_t>((pkt.last ? wire::mr_flag::last : 0) |
+                                           (retransmit ? wire::mr_flag::retransmit : 0));
+    data.stream_id = r.stream;
+    data.path_seq = seq;
+    data.msg_seq = m.msg_seq;
+    data.tsval = micros(now);
+    wire::encode(data, ext);
+    ext += wire::mr_data_header_size;
+    if (placed_write) {
+      wire::encode(wire::MrWriteHeader{r.remote_addr + pkt.offset, r.rkey, static_cast<std::uint32_t>(r.length),
+                                       pkt.offset},
+                   ext);
+      ext += wire::mr_write_header_size;
+    } else {
+      wire::encode(wire::MrSendHeader{m.recv_seq, static_cast<std::uint32_t>(r.length), pkt.offset}, ext);
+      ext += wire::mr_send_header_size;
+    }
+    if (with_imm) wire::store_be32(ext, r.imm);
+
+    const wire::ByteSpan payload(r.local_addr == nullptr ? nullptr : r.local_addr + pkt.offset, pkt.length);
+    if (inline_payload) {
+      std::uint8_t* at = h.data() + t.size();
+      if (!payload.empty()) wire::copy_bytes(at, payload.data(), payload.size());
+      wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
+      // Its ICRC is computed with the rest of the burst's when poll() ends.
+      out.commit_unsealed(t.size() + payload.size() + pad, t.l3_offset());
+    } else {
+      static constexpr std::array<std::uint8_t, 4> zeros{};
+      const std::array<wire::ByteSpan, 3> pieces = {
+          wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
+          wire::ByteSpan(zeros.data(), pad)};
+      std::array<std::uint8_t, 8> trailer{};
+      const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+      out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    }
+    wire_bytes = t.size() + pkt.length + pad + wire::icrc_size;
   }
 
   path.seq_slot[seq % wire::sack_bits] = rel;
@@ -289,7 +328,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   congestion_->on_send(path_id, pkt.length, now);
   if (!path.rto_timer.armed()) path.last_progress = now;
   arm_path_timers(now, path);
-  return t.size() + pkt.length + pad + wire::icrc_size;
+  return wire_bytes;
 }
 
 bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& out) {
@@ -353,6 +392,7 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     retransmit_queue_.pop_front();
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
+  if (!queued_requests_.empty()) start_responses();
   // New packets wait for the retransmissions: lost data goes first.
   while (retransmit_queue_.empty() && out.size() - start < burst_limit) {
     // The receive bitmap bounds the PSN span; congestion control bounds the
@@ -386,6 +426,11 @@ void MetaroceConnection::mark_acked(std::uint64_t rel) {
   pkt.state = TxPacket::acked;
   SendMessage& m = *pkt.message;
   if (++m.packets_acked == m.packets_total) {
+    if (m.response) {
+      response_done(m);
+      return;
+    }
+    if (is_request(m.request.op)) return;  // done when its answer is placed (read_finished)
     m.finished = true;
     const std::uint16_t s = m.request.stream;
     if (!stream_listed_[s]) {
@@ -590,9 +635,8 @@ void MetaroceConnection::complete_sends() {
       SendMessage* m = queue.front();
       queue.pop_front();
       m->completed = true;
-      add_completion(Completion{m->request.wr_id, m->status,
-                                        is_write(m->request.op) ? CompletionKind::write : CompletionKind::send,
-                                        s, m->request.length, false, 0});
+      add_completion(Completion{m->request.wr_id, m->status, completion_kind(m->request.op), s, m->request.length,
+                                false, 0});
       ++counters_.send_completions;
     }
   }

@@ -76,8 +76,7 @@ void RoceConnection::fail(CompletionStatus status, const SendMessage* culprit) {
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
     add_completion(Completion{r.wr_id, m.get() == culprit ? status : CompletionStatus::flushed,
-                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
-                                      r.length, false, 0});
+                              completion_kind(r.op), r.stream, r.length, false, 0});
     ++counters_.send_completions;
   }
   send_queue_.clear();
@@ -89,8 +88,7 @@ void RoceConnection::flush_all() {
   for (const auto& m : send_queue_) {
     const SendRequest& r = m->request;
     add_completion(Completion{r.wr_id, CompletionStatus::flushed,
-                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
-                                      r.length, false, 0});
+                              completion_kind(r.op), r.stream, r.length, false, 0});
     ++counters_.send_completions;
   }
   send_queue_.clear();
@@ -109,6 +107,9 @@ void RoceConnection::flush_all() {
   }
   posted_receives_.clear();
   rx_in_message_ = false;
+  answers_.clear();
+  original_answers_ = 0;
+  request_ends_.clear();
   snd_una_ = snd_next_ = snd_max_ = snd_assigned_;
   rnr_waiting_ = false;
   retry_active_ = false;
@@ -139,7 +140,8 @@ std::size_t RoceConnection::memory_bytes() const noexcept {
   return sizeof(*this) + congestion_->memory_bytes() + completions_.capacity() * sizeof(Completion) +
          pending_naks_.capacity() * sizeof(PendingNak) +
          deque_bytes(send_queue_.size(), sizeof(void*)) + send_queue_.size() * sizeof(SendMessage) +
-         deque_bytes(posted_receives_.size(), sizeof(ReceiveRequest));
+         deque_bytes(posted_receives_.size(), sizeof(ReceiveRequest)) + deque_bytes(answers_.size(), sizeof(Answer)) +
+         deque_bytes(request_ends_.size(), sizeof(std::uint64_t)) + atomic_results_.capacity() * sizeof(AtomicResult);
 }
 
 }  // namespace metaroce::transport

@@ -39,8 +39,21 @@
 // completion reports the stream of the receive it consumed. Completions are
 // in post order over the whole connection, hence in order per stream.
 //
-// Not implemented: READ, atomics, SEND_WITH_INVALIDATE (those requests are
-// counted in unsupported_opcodes and dropped), credit-based flow control
+// READ and atomics (roce_read.cpp), as IBTA RC has them: a READ REQUEST
+// (RETH) takes one PSN per response packet; the READ RESPONSE FIRST /
+// MIDDLE / LAST / ONLY packets (AETH on FIRST, LAST and ONLY) carry those
+// PSNs, and each acknowledges every PSN before it. A FETCH_ADD or CMP_SWAP
+// (AtomicETH) takes one PSN, answered by an ATOMIC ACKNOWLEDGE (AETH,
+// AtomicAckETH with the old value). The requester takes answers in order
+// only: a gap in a READ's responses, or an ACK past a READ whose responses
+// are missing, re-issues the READ from the first missing PSN (go-back-N).
+// The responder answers a duplicate READ request by reading again, and a
+// duplicate atomic from its saved results (never executing it twice). At
+// most max_outstanding_reads are outstanding: the requester holds back
+// more, the responder NAKs (invalid request) a request beyond that.
+//
+// Not implemented: SEND_WITH_INVALIDATE (counted in unsupported_opcodes
+// and dropped), credit-based flow control
 // (ACKs say "credits invalid", syndrome 0x1F), congestion reaction to CNPs
 // (counted in cnp_received; DCQCN comes with lib/cc).
 #pragma once
@@ -93,6 +106,25 @@ class RoceConnection final : public Connection {
   static void rto_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
   static void rnr_callback(timer::Timer& t, timer::Wheel& w, timer::Tick now);
 
+  // --- READ and atomics (roce_read.cpp) ---
+  struct Answer;
+  struct AtomicResult {
+    std::uint64_t rel = 0;  // the request's PSN (rel, receive side)
+    std::uint64_t old = 0;
+    bool valid = false;
+  };
+  // Requester: a READ RESPONSE or ATOMIC ACKNOWLEDGE.
+  void on_answer(Time now, const wire::ParsedFrame& frame);
+  // The first PSN from snd_una_ an ACK for `rel` may acknowledge: the
+  // start of the oldest READ or atomic whose answer is not all here.
+  [[nodiscard]] std::uint64_t acknowledgeable_through(std::uint64_t rel);
+  std::size_t send_request_packet(Time now, std::uint64_t rel, const SendMessage& m, TxBatch& out);
+  // Responder: a READ or atomic request at the expected PSN, or behind it.
+  void on_request(Time now, const wire::ParsedFrame& frame);
+  void on_duplicate_request(const wire::ParsedFrame& frame);
+  bool queue_read_answer(std::uint64_t rel, const wire::Reth& reth, bool duplicate);
+  void emit_answers(Time now, TxBatch& out);
+
   // --- responder (roce_rx.cpp) ---
   void on_data(Time now, const wire::ParsedFrame& frame);
   void responder_error(std::uint8_t nak_syndrome);
@@ -119,9 +151,13 @@ class RoceConnection final : public Connection {
   std::uint64_t snd_next_ = 0;      // next PSN to transmit (moves back on go-back-N)
   std::uint64_t snd_max_ = 0;       // one past the highest PSN ever transmitted
   std::uint64_t snd_assigned_ = 0;  // one past the last PSN of the posted messages
-  // RC data opcodes 0x00..0x0B, indexed by opcode; headers up to the BTH
-  // (and a zero RETH / ImmDt room) prebuilt, stamped per packet.
-  std::array<wire::HeaderTemplate, wire::opcode::write_only_imm + 1> data_templates_;
+  // RC opcodes 0x00..0x14 (data, READ, ACK, atomics), indexed by opcode;
+  // headers up to the BTH (and room for the extension headers) prebuilt,
+  // stamped per packet.
+  std::array<wire::HeaderTemplate, wire::opcode::fetch_add + 1> data_templates_;
+  // The end PSN (rel) of each READ and atomic sent, oldest first, until
+  // acknowledged: at most max_outstanding_reads.
+  std::deque<std::uint64_t> request_ends_;
   wire::HeaderTemplate ack_template_;
   wire::HeaderTemplate cnp_template_;
   bool cnp_pending_ = false;  // a CE mark to report
@@ -165,6 +201,13 @@ class RoceConnection final : public Connection {
     std::uint32_t psn;
   };
   std::vector<PendingNak> pending_naks_;
+  // Answers to the peer's READs and atomics, in PSN order, not yet sent.
+  std::deque<Answer> answers_;
+  std::uint32_t original_answers_ = 0;  // of answers_, those for requests new at the time (<= the limit)
+  // The latest atomics' results, by request PSN (a ring of
+  // max_outstanding_reads), for duplicates.
+  std::vector<AtomicResult> atomic_results_;
+  std::size_t atomic_next_ = 0;
 };
 
 }  // namespace metaroce::transport

@@ -18,11 +18,30 @@ struct RoceConnection::SendMessage {
   [[nodiscard]] std::uint64_t end_rel() const noexcept { return first_rel + packets; }
 };
 
+// An answer being sent: READ RESPONSE packets from rel on, or one ATOMIC
+// ACKNOWLEDGE.
+struct RoceConnection::Answer {
+  bool atomic = false;
+  std::uint64_t rel = 0;      // PSN (receive side) of the next packet
+  std::uint64_t va = 0;       // READ: the next byte to send
+  std::uint64_t remaining = 0;
+  bool started = false;       // READ: FIRST (or ONLY) sent
+  std::uint64_t old = 0;      // atomic: the value before
+  bool duplicate = false;     // for a duplicate request (not counted against the limit)
+};
+
 namespace roce {
 
 // RC data opcodes by kind and position in the message.
 [[nodiscard]] constexpr bool is_send_opcode(std::uint8_t op) noexcept { return op <= wire::opcode::send_only_imm; }
 [[nodiscard]] constexpr bool is_data_opcode(std::uint8_t op) noexcept { return op <= wire::opcode::write_only_imm; }
+[[nodiscard]] constexpr bool is_request_opcode(std::uint8_t op) noexcept {
+  return op == wire::opcode::read_request || op == wire::opcode::compare_swap || op == wire::opcode::fetch_add;
+}
+[[nodiscard]] constexpr bool is_answer_opcode(std::uint8_t op) noexcept {
+  return (op >= wire::opcode::read_response_first && op <= wire::opcode::read_response_only) ||
+         op == wire::opcode::atomic_acknowledge;
+}
 [[nodiscard]] constexpr bool starts_message(std::uint8_t op) noexcept {
   return op == wire::opcode::send_first || op == wire::opcode::send_only || op == wire::opcode::send_only_imm ||
          op == wire::opcode::write_first || op == wire::opcode::write_only || op == wire::opcode::write_only_imm;

@@ -17,8 +17,10 @@ void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
     return;
   }
   const std::uint8_t op = frame.bth.opcode;
-  if (roce::is_data_opcode(op)) {
+  if (roce::is_data_opcode(op) || roce::is_request_opcode(op)) {
     on_data(now, frame);
+  } else if (roce::is_answer_opcode(op)) {
+    on_answer(now, frame);
   } else if (op == wire::opcode::acknowledge) {
     on_ack(now, frame);
   } else if (op == wire::opcode::cnp) {
@@ -73,7 +75,13 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
   const std::uint32_t distance = (frame.bth.psn - e) & wire::psn_mask;
   if (distance != 0) {
     if (distance >= (wire::psn_mask + 1) / 2) {
-      // Behind e: done already. Our ACK may have been lost, so ACK e - 1 now.
+      // Behind e: done already. A READ or atomic is answered again (its
+      // answer may have been lost); otherwise our ACK may have been, so
+      // ACK e - 1 now.
+      if (roce::is_request_opcode(frame.bth.opcode)) {
+        on_duplicate_request(frame);
+        return;
+      }
       ++counters_.duplicate_packets;
       ++counters_.spurious_retransmissions;
       ack_now_ = true;
@@ -90,6 +98,10 @@ void RoceConnection::on_data(Time now, const wire::ParsedFrame& frame) {
   }
 
   const std::uint8_t op = frame.bth.opcode;
+  if (roce::is_request_opcode(op)) {
+    on_request(now, frame);
+    return;
+  }
   const bool is_send = roce::is_send_opcode(op);
   const bool starts = roce::starts_message(op);
   const bool last = roce::ends_message(op);

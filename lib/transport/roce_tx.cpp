@@ -8,6 +8,7 @@ namespace metaroce::transport {
 
 void RoceConnection::build_templates() {
   for (std::uint8_t op = 0; op < data_templates_.size(); ++op) {
+    if (!wire::opcode_info(op).known()) continue;
     const bool ok = data_templates_[op].prepare(frame_spec(config_, op, config_.base_src_port, true));
     (void)ok;  // every RC data opcode fits a template (tests pin it)
   }
@@ -130,6 +131,8 @@ void RoceConnection::poll(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();
+  // Answers first: an ACK behind them would tell the requester they were lost.
+  emit_answers(now, out);
   emit_acks(now, out);
   if (state_ != ConnectionState::ready || rnr_waiting_) return;
   const std::uint64_t window = std::min<std::uint64_t>(config_.psn_window, congestion_->connection_window());
@@ -139,6 +142,20 @@ void RoceConnection::poll(Time now, TxBatch& out) {
       return;
     }
     if (!pacing_allows(now)) return;
+    const SendMessage& m = *send_queue_[locate(snd_next_)];
+    if (is_request(m.request.op)) {
+      // One request packet for the message's PSNs (its answers carry them).
+      if (snd_next_ >= snd_max_ && request_ends_.size() >= config_.max_outstanding_reads) {
+        ++counters_.read_limit_waits;
+        return;  // acknowledge_through asks for a poll when one is answered
+      }
+      // Its answers' PSNs count in the window: one larger than the window
+      // goes when nothing else is outstanding.
+      if (snd_next_ != snd_una_ && m.end_rel() - snd_una_ > window) return;
+      paced(now, send_request_packet(now, snd_next_, m, out));
+      snd_next_ = m.end_rel();
+      continue;
+    }
     paced(now, send_data_packet(now, snd_next_, out));
     ++snd_next_;
   }
@@ -151,6 +168,7 @@ void RoceConnection::acknowledge_through(Time now, std::uint64_t rel_end) {
   if (rel_end <= snd_una_) return;
   const std::uint64_t acked = rel_end - snd_una_;
   snd_una_ = rel_end;
+  while (!request_ends_.empty() && request_ends_.front() <= snd_una_) request_ends_.pop_front();
   snd_next_ = std::max(snd_next_, snd_una_);
   if (rtt_probe_active_ && rtt_probe_rel_ < snd_una_) {
     rtt_probe_active_ = false;
@@ -204,7 +222,14 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
       ++counters_.sack_unknown;  // acknowledges a PSN never sent
       return;
     }
-    acknowledge_through(now, rel + 1);
+    // Not past a READ or atomic whose answer is missing: the peer did it,
+    // so its answer was lost. Ask again from there.
+    const std::uint64_t through = acknowledgeable_through(rel + 1);
+    acknowledge_through(now, through);
+    if (through < rel + 1 && !(retry_active_ && retry_rel_ == snd_una_)) {
+      ++counters_.read_responses_out_of_sequence;
+      go_back(now, snd_una_);
+    }
     complete_sends();
     return;
   }
@@ -217,7 +242,7 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
     ++counters_.sack_unknown;
     return;
   }
-  acknowledge_through(now, rel);
+  acknowledge_through(now, acknowledgeable_through(rel));
   complete_sends();
 
   if (kind == wire::AckKind::rnr_nak) {
@@ -265,9 +290,8 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
 void RoceConnection::complete_sends() {
   while (!send_queue_.empty() && send_queue_.front()->end_rel() <= snd_una_) {
     const SendRequest& r = send_queue_.front()->request;
-    add_completion(Completion{r.wr_id, CompletionStatus::success,
-                                      is_write(r.op) ? CompletionKind::write : CompletionKind::send, r.stream,
-                                      r.length, false, 0});
+    add_completion(Completion{r.wr_id, CompletionStatus::success, completion_kind(r.op), r.stream, r.length,
+                              false, 0});
     ++counters_.send_completions;
     send_queue_.pop_front();
     if (tx_cursor_ > 0) --tx_cursor_;

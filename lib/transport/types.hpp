@@ -32,10 +32,27 @@ static_assert([] {
   return mode_from_string("rocev2", m) && m == Mode::rocev2 && !mode_from_string("RoCEv2", m) && m == Mode::rocev2;
 }());
 
-enum class SendOp : std::uint8_t { write, write_imm, send, send_imm };
+// read: the peer's bytes [remote_addr, + length) under rkey into the local
+// bytes (registered for local write). fetch_add and compare_swap: on the
+// peer's 8 bytes at remote_addr (8-aligned), their value before the
+// operation written to the 8 local bytes, in host order.
+enum class SendOp : std::uint8_t { write, write_imm, send, send_imm, read, fetch_add, compare_swap };
 
+inline constexpr std::array<std::string_view, 7> send_op_names = {"write", "write-imm", "send", "send-imm",
+                                                                  "read",  "fetch-add", "cmp-swap"};
+[[nodiscard]] constexpr std::string_view to_string(SendOp op) noexcept {
+  return send_op_names[static_cast<std::size_t>(op)];
+}
+
+[[nodiscard]] constexpr bool is_atomic(SendOp op) noexcept {
+  return op == SendOp::fetch_add || op == SendOp::compare_swap;
+}
+// READ and the atomics: the peer answers with data for our local bytes.
+[[nodiscard]] constexpr bool is_request(SendOp op) noexcept {
+  return op == SendOp::read || is_atomic(op);
+}
 [[nodiscard]] constexpr bool consumes_receive(SendOp op) noexcept {
-  return op != SendOp::write;
+  return op == SendOp::write_imm || op == SendOp::send || op == SendOp::send_imm;
 }
 [[nodiscard]] constexpr bool is_write(SendOp op) noexcept {
   return op == SendOp::write || op == SendOp::write_imm;
@@ -56,7 +73,12 @@ struct SendRequest {
   std::uint64_t remote_addr = 0;  // WRITE: where the first byte goes
   std::uint32_t rkey = 0;         // WRITE
   std::uint32_t imm = 0;          // *_imm
+  std::uint64_t swap_add = 0;     // fetch_add: the addend; compare_swap: the new value
+  std::uint64_t compare = 0;      // compare_swap: swapped only if the old value equals it
 };
+
+// An atomic operates on 8 bytes.
+inline constexpr std::uint64_t atomic_length = 8;
 
 struct ReceiveRequest {
   std::uint64_t wr_id = 0;
@@ -92,7 +114,16 @@ enum class CompletionKind : std::uint8_t {
   write,       // a WRITE or WRITE_IMM of ours completed
   receive,     // a SEND arrived into a posted receive
   receive_write_imm,  // a WRITE_IMM arrived: consumes a posted receive, carries imm
+  read,        // a READ of ours completed: its bytes are in place
+  atomic,      // a FETCH_ADD or CMP_SWAP of ours completed: the old value is in place
 };
+
+[[nodiscard]] constexpr CompletionKind completion_kind(SendOp op) noexcept {
+  return is_write(op) ? CompletionKind::write
+         : op == SendOp::read ? CompletionKind::read
+         : is_atomic(op) ? CompletionKind::atomic
+                         : CompletionKind::send;
+}
 
 struct Completion {
   std::uint64_t wr_id = 0;

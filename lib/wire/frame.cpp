@@ -28,6 +28,7 @@ constexpr std::size_t extension_size(std::uint16_t headers, std::size_t path_cou
   if (headers & has_mr_data) n += mr_data_header_size;
   if (headers & has_mr_write) n += mr_write_header_size;
   if (headers & has_mr_send) n += mr_send_header_size;
+  if (headers & has_mr_read) n += mr_read_header_size;
   if (headers & has_mr_ack) n += mr_ack_header_size + path_count * mr_path_ack_size;
   return n;
 }
@@ -120,14 +121,17 @@ std::size_t build_headers(const FrameSpec& spec, std::uint32_t payload_len,
   at += bth_size;
 
   const std::uint16_t h = info.headers;
+  // The MDH comes first: only metaroce opcodes carry it, and a metaroce
+  // atomic's AtomicETH follows it.
+  if (h & has_mr_data) { encode(spec.mr_data, p + at); at += mr_data_header_size; }
   if (h & has_deth) { encode(spec.deth, p + at); at += deth_size; }
   if (h & has_reth) { encode(spec.reth, p + at); at += reth_size; }
   if (h & has_atomic_eth) { encode(spec.atomic_eth, p + at); at += atomic_eth_size; }
   if (h & has_aeth) { encode(spec.aeth, p + at); at += aeth_size; }
   if (h & has_atomic_ack_eth) { store_be64(p + at, spec.atomic_ack_orig); at += atomic_ack_eth_size; }
-  if (h & has_mr_data) { encode(spec.mr_data, p + at); at += mr_data_header_size; }
   if (h & has_mr_write) { encode(spec.mr_write, p + at); at += mr_write_header_size; }
   if (h & has_mr_send) { encode(spec.mr_send, p + at); at += mr_send_header_size; }
+  if (h & has_mr_read) { encode(spec.mr_read, p + at); at += mr_read_header_size; }
   if (h & has_mr_ack) {
     MrAckHeader ack = spec.mr_ack;
     ack.path_count = static_cast<std::uint8_t>(spec.mr_path_acks.size());
@@ -255,6 +259,12 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
   std::size_t at = bth_at + bth_size;
   if (at + extension_sizes[out.bth.opcode] > end_of_data) return ParseError::length_mismatch;
   const std::uint16_t h = info.headers;
+  if (h & has_mr_data) {
+    decode(p + at, out.mr_data);
+    at += mr_data_header_size;
+    if ((out.mr_data.flags & ~mr_flag::defined) != 0 || out.mr_data.path_id >= max_paths)
+      return ParseError::bad_header_field;
+  }
   if (h & has_deth) {
     decode(p + at, out.deth);
     at += deth_size;
@@ -275,12 +285,6 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
     out.atomic_ack_orig = load_be64(p + at);
     at += atomic_ack_eth_size;
   }
-  if (h & has_mr_data) {
-    decode(p + at, out.mr_data);
-    at += mr_data_header_size;
-    if ((out.mr_data.flags & ~mr_flag::defined) != 0 || out.mr_data.path_id >= max_paths)
-      return ParseError::bad_header_field;
-  }
   if (h & has_mr_write) {
     decode(p + at, out.mr_write);
     at += mr_write_header_size;
@@ -288,6 +292,10 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
   if (h & has_mr_send) {
     decode(p + at, out.mr_send);
     at += mr_send_header_size;
+  }
+  if (h & has_mr_read) {
+    decode(p + at, out.mr_read);
+    at += mr_read_header_size;
   }
   if (h & has_mr_ack) {
     decode(p + at, out.mr_ack);

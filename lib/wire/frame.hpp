@@ -62,6 +62,7 @@ struct FrameSpec {
   MrDataHeader mr_data{};
   MrWriteHeader mr_write{};
   MrSendHeader mr_send{};
+  MrReadHeader mr_read{};
   MrAckHeader mr_ack{};  // path_count is taken from mr_path_acks.size()
   std::span<const MrPathAck> mr_path_acks{};
 };
@@ -110,6 +111,7 @@ struct ParsedFrame {
   MrDataHeader mr_data{};
   MrWriteHeader mr_write{};
   MrSendHeader mr_send{};
+  MrReadHeader mr_read{};
   MrAckHeader mr_ack{};
   ByteSpan mr_path_acks_raw{};  // mr_ack.path_count blocks of mr_path_ack_size bytes
 

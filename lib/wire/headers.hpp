@@ -38,6 +38,7 @@ inline constexpr std::size_t icrc_size = 4;
 inline constexpr std::size_t mr_data_header_size = 16;
 inline constexpr std::size_t mr_write_header_size = 20;
 inline constexpr std::size_t mr_send_header_size = 12;
+inline constexpr std::size_t mr_read_header_size = 12;
 inline constexpr std::size_t mr_ack_header_size = 16;
 inline constexpr std::size_t mr_path_ack_size = 44;
 inline constexpr std::size_t sack_bits = 256;
@@ -189,6 +190,15 @@ struct MrSendHeader {
   std::uint32_t msg_offset = 0;
 };
 
+// metaroce READ destination (MRDH), on READ and atomic requests: where the
+// answer goes in the requester's memory. The responder copies both fields
+// into the MWH of each response packet; the requester checks them against
+// the request it remembers before placing anything.
+struct MrReadHeader {
+  std::uint64_t va = 0;
+  std::uint32_t key = 0;
+};
+
 // metaroce ACK header (MAH), followed by path_count path blocks.
 struct MrAckHeader {
   std::uint8_t syndrome = 0;  // AETH encoding
@@ -323,6 +333,11 @@ inline void encode(const MrSendHeader& h, std::uint8_t* p) noexcept {
   store_be32(p + 8, h.msg_offset);
 }
 
+inline void encode(const MrReadHeader& h, std::uint8_t* p) noexcept {
+  store_be64(p, h.va);
+  store_be32(p + 8, h.key);
+}
+
 inline void encode(const MrAckHeader& h, std::uint8_t* p) noexcept {
   p[0] = h.syndrome;
   p[1] = h.path_count;
@@ -435,6 +450,11 @@ inline void decode(const std::uint8_t* p, MrSendHeader& h) noexcept {
   h.recv_seq = load_be32(p);
   h.msg_len = load_be32(p + 4);
   h.msg_offset = load_be32(p + 8);
+}
+
+inline void decode(const std::uint8_t* p, MrReadHeader& h) noexcept {
+  h.va = load_be64(p);
+  h.key = load_be32(p + 8);
 }
 
 inline void decode(const std::uint8_t* p, MrAckHeader& h) noexcept {

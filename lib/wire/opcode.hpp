@@ -53,12 +53,17 @@ inline constexpr std::uint8_t mr_send = 0xc2;
 inline constexpr std::uint8_t mr_send_imm = 0xc3;
 inline constexpr std::uint8_t mr_ack = 0xc4;
 inline constexpr std::uint8_t mr_probe = 0xc5;
+inline constexpr std::uint8_t mr_read_request = 0xc6;
+inline constexpr std::uint8_t mr_read_response = 0xc7;
+inline constexpr std::uint8_t mr_compare_swap = 0xc8;
+inline constexpr std::uint8_t mr_fetch_add = 0xc9;
+inline constexpr std::uint8_t mr_atomic_response = 0xca;
 }  // namespace opcode
 
 // Which headers follow the BTH, in wire order:
 // DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH for the standard
-// opcodes; MDH, then MWH or MSH, then ImmDt for metaroce data; MAH and its
-// path blocks for metaroce ACKs.
+// opcodes; MDH, then MWH, MSH or AtomicETH, then MRDH or ImmDt for metaroce
+// data; MAH and its path blocks for metaroce ACKs.
 enum HeaderFlag : std::uint16_t {
   has_deth = 1u << 0,
   has_reth = 1u << 1,
@@ -73,6 +78,7 @@ enum HeaderFlag : std::uint16_t {
   has_mr_write = 1u << 10,
   has_mr_send = 1u << 11,
   has_mr_ack = 1u << 12,
+  has_mr_read = 1u << 13,  // MRDH: where a READ's or atomic's answer goes at the requester
 };
 
 struct OpcodeInfo {
@@ -133,6 +139,11 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() noexcept {
   t[0xc3] = {"MR_SEND_WITH_IMMEDIATE", payload | has_mr_data | has_mr_send | has_imm};
   t[0xc4] = {"MR_ACK", has_mr_ack};
   t[0xc5] = {"MR_PROBE", has_mr_data};
+  t[0xc6] = {"MR_READ_REQUEST", has_mr_data | has_mr_write | has_mr_read};
+  t[0xc7] = {"MR_READ_RESPONSE", payload | has_mr_data | has_mr_write};
+  t[0xc8] = {"MR_COMPARE_SWAP", has_mr_data | has_atomic_eth | has_mr_read};
+  t[0xc9] = {"MR_FETCH_ADD", has_mr_data | has_atomic_eth | has_mr_read};
+  t[0xca] = {"MR_ATOMIC_RESPONSE", payload | has_mr_data | has_mr_write};
   return t;
 }
 
@@ -141,7 +152,7 @@ inline constexpr std::array<OpcodeInfo, 256> opcode_table = make_opcode_table();
 inline const OpcodeInfo& opcode_info(std::uint8_t op) noexcept { return opcode_table[op]; }
 
 [[nodiscard]] inline bool is_metaroce_opcode(std::uint8_t op) noexcept {
-  return op >= opcode::mr_write && op <= opcode::mr_probe;
+  return op >= opcode::mr_write && op <= opcode::mr_atomic_response;
 }
 
 }  // namespace metaroce::wire

@@ -177,6 +177,7 @@ TEST(Cm, EncodeDecodeRoundTripsEveryField) {
   m.paths = 1;
   m.streams = 1024;
   m.base_src_port = 50000;
+  m.max_reads = 32;
   m.cc = "dcqcn";
   m.private_data.assign(max_private_data, 0x5a);
   transport::Endpoints e;
@@ -345,6 +346,26 @@ TEST(Cm, ServerCapsMtuAndPathsAndRocev2HasOnePath) {
   ASSERT_EQ(w.accepted.size(), 2u);
   EXPECT_EQ(w.accepted[0].paths, 4);
   EXPECT_EQ(w.accepted[1].mode, transport::Mode::rocev2);
+}
+
+TEST(Cm, OutstandingReadsAreTheSmallerOfBothSides) {
+  ManagerConfig capped = side(server_mac, server_ip, 5);
+  capped.max_outstanding_reads = 4;
+  Wire w(capped);
+  w.listen();
+  std::string error;
+  ConnectRequest r = request();
+  r.connection.max_outstanding_reads = 8;
+  ASSERT_NE(w.client.connect(0, r, error), 0u);
+  r.connection.max_outstanding_reads = 2;
+  ASSERT_NE(w.client.connect(0, r, error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 2u);
+  ASSERT_EQ(w.accepted.size(), 2u);
+  EXPECT_EQ(w.client_events[0].config.max_outstanding_reads, 4u);
+  EXPECT_EQ(w.accepted[0].max_outstanding_reads, 4u);
+  EXPECT_EQ(w.client_events[1].config.max_outstanding_reads, 2u);
+  EXPECT_EQ(w.accepted[1].max_outstanding_reads, 2u);
 }
 
 TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {

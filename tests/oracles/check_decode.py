@@ -40,7 +40,7 @@ REASONS = {"truncated", "not_ip", "bad_ip_version", "bad_ip_header_length", "ipv
 
 # Keys that are only printed when present in the frame: if the expectation
 # does not have them, the decoder must not print them either.
-OPTIONAL_KEYS = ("vlan", "pcp", "reth", "aeth", "imm", "error")
+OPTIONAL_KEYS = ("vlan", "pcp", "reth", "aeth", "imm", "atomic_eth", "atomic_ack", "error")
 
 
 def covered_flips(layout, frame_no):
@@ -73,7 +73,8 @@ def covered_flips(layout, frame_no):
         if off - b0 == 4:
             continue
         yield off, (off + frame_no) % 8, "bth"
-    for region in ("reth", "aeth", "imm", "cnp_reserved", "payload", "pad", "icrc"):
+    for region in ("reth", "atomic_eth", "aeth", "atomic_ack", "imm", "cnp_reserved", "payload", "pad",
+                   "icrc"):
         if region in layout:
             r0, r1 = layout[region]
             for off in range(r0, r1):

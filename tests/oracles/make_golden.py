@@ -49,6 +49,25 @@ class ImmDt(Packet):
     fields_desc = [XIntField("imm", 0)]
 
 
+class AtomicETH(Packet):
+    name = "AtomicETH"
+    fields_desc = [XLongField("va", 0), XIntField("rkey", 0), XLongField("swap_add", 0),
+                   XLongField("compare", 0)]
+
+
+class AtomicAckETH(Packet):
+    name = "AtomicAckETH"
+    fields_desc = [XLongField("orig", 0)]
+
+
+# Atomics: (opcode, has AtomicETH, has AETH + AtomicAckETH)
+ATOMIC_OPCODES = [
+    (0x13, True, False),   # COMPARE SWAP
+    (0x14, True, False),   # FETCH ADD
+    (0x12, False, True),   # ATOMIC ACKNOWLEDGE
+]
+
+
 # (opcode, has RETH, has AETH, has ImmDt, payload kind)
 #   "mtu": FIRST/MIDDLE packets carry a full PMTU (multiple of 4, pad 0)
 #   "odd": LAST/ONLY packets carry 1..PMTU bytes, any pad
@@ -115,7 +134,8 @@ def aeth_expectation(syn, msn):
 
 
 def build_frame(idx, rng, encap, opcode, has_reth, has_aeth, has_imm, kind,
-                syndrome=None, payload_len=None, overrides=None):
+                syndrome=None, payload_len=None, overrides=None, atomic_eth=False,
+                atomic_ack=False):
     """Build one frame; return (bytes, expectation dict, layout dict)."""
     ipver, vlan = encap
     ov = overrides or {}
@@ -127,7 +147,7 @@ def build_frame(idx, rng, encap, opcode, has_reth, has_aeth, has_imm, kind,
     psn = ov.get("psn", [0, 0xFFFFFF, 1, rng.randrange(1 << 24)][idx % 4])
     dqpn = ov.get("dqpn", [0xFFFFFF, 0x000011, rng.randrange(1 << 24)][idx % 3])
     pkey = ov.get("pkey", [0xFFFF, 0x8001, 0x7FFF, 0x1234, 0xFFFF][idx % 5])
-    is_data = kind != "none" or opcode == 0x0C
+    is_data = kind != "none" or opcode in (0x0C, 0x13, 0x14)
     ackreq = ov.get("ackreq", int(is_data and idx % 2 == 0))
     fecn = ov.get("fecn", int(idx % 3 == 0))
     becn = ov.get("becn", int(idx % 5 == 1))
@@ -149,7 +169,7 @@ def build_frame(idx, rng, encap, opcode, has_reth, has_aeth, has_imm, kind,
               version=0, pkey=pkey, fecn=fecn, becn=becn, dqpn=dqpn,
               ackreq=ackreq, psn=psn, icrc=None if ipver == "v4" else 0)
     exp = {}
-    ext = []  # (name, packet) in wire order: RETH, AETH, ImmDt
+    ext = []  # (name, packet) in wire order: RETH, AtomicETH, AETH, AtomicAckETH, ImmDt
     if has_reth:
         va = rng.choice([0xFFFFFFFFFFFFFFFF, 0x00007F0012345000, rng.randrange(1 << 64)])
         rkey = rng.randrange(1 << 32)
@@ -161,11 +181,22 @@ def build_frame(idx, rng, encap, opcode, has_reth, has_aeth, has_imm, kind,
             dma_len = rng.choice([4096, 0x7FFFFFFF, 1 << 20])
         ext.append(("reth", RETH(va=va, rkey=rkey, dma_len=dma_len)))
         exp["reth"] = {"va": va, "rkey": rkey, "dma_len": dma_len}
+    if atomic_eth:
+        va = rng.choice([0xFFFFFFFFFFFFFFF8, 0x00007F0012345008, rng.randrange(1 << 61) * 8])
+        rkey = rng.randrange(1 << 32)
+        swap_add = rng.choice([1, 0xFFFFFFFFFFFFFFFF, rng.randrange(1 << 64)])
+        compare = rng.choice([0, rng.randrange(1 << 64)])
+        ext.append(("atomic_eth", AtomicETH(va=va, rkey=rkey, swap_add=swap_add, compare=compare)))
+        exp["atomic_eth"] = {"va": va, "rkey": rkey, "swap_add": swap_add, "compare": compare}
     if has_aeth:
         syn = syndrome if syndrome is not None else rng.choice([0x00, 0x1F, 0x0A])
         msn = rng.choice([0xFFFFFF, 0, rng.randrange(1 << 24)])
         ext.append(("aeth", AETH(syndrome=syn, msn=msn)))
         exp.update(aeth_expectation(syn, msn))
+    if atomic_ack:
+        orig = rng.choice([0, 0xFFFFFFFFFFFFFFFF, rng.randrange(1 << 64)])
+        ext.append(("atomic_ack", AtomicAckETH(orig=orig)))
+        exp["atomic_ack"] = {"orig": orig}
     if has_imm:
         imm = rng.choice([0xDEADBEEF, 0, 0xFFFFFFFF, rng.randrange(1 << 32)])
         ext.append(("imm", ImmDt(imm=imm)))
@@ -268,6 +299,10 @@ def golden_frames():
     for encap in ENCAPS:
         for (op, reth, aeth, imm, kind) in OPCODES:
             add(lambda i: build_frame(i, rng, encap, op, reth, aeth, imm, kind))
+        for (op, eth, ack) in ATOMIC_OPCODES:
+            add(lambda i: build_frame(i, rng, encap, op, False, ack, False, "none",
+                                      atomic_eth=eth, atomic_ack=ack,
+                                      overrides=None if eth else {"ackreq": 0, "solicited": 0}))
         for syn in ACK_SYNDROMES:
             add(lambda i: build_frame(i, rng, encap, 0x11, False, True, False, "none",
                                       syndrome=syn, overrides={"ackreq": 0, "solicited": 0}))

@@ -387,11 +387,11 @@ TEST(RoceHostile, AcksForPacketsNeverSentAreCountedAndIgnored) {
   EXPECT_EQ(p.a->packets_outstanding(), 0u);
 }
 
-// Opcodes RoCEv2 has and this responder does not implement (READ, atomics,
-// UC, UD) are counted and dropped; the connection carries on.
+// Opcodes RoCEv2 has and this responder does not implement (SEND with
+// invalidate, UC, UD) are counted and dropped; the connection carries on.
 TEST(RoceHostile, UnsupportedOpcodesAreCountedAndDropped) {
   RocePair p;
-  const std::uint8_t opcodes[] = {wire::opcode::read_request, wire::opcode::compare_swap,
+  const std::uint8_t opcodes[] = {wire::opcode::send_only_inv, wire::opcode::send_last_inv,
                                   wire::opcode::uc | wire::opcode::send_only,
                                   wire::opcode::ud | wire::opcode::send_only};
   for (const std::uint8_t op : opcodes) {

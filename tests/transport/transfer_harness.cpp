@@ -152,7 +152,13 @@ TransferResult run_transfer(const TransferSpec& spec) {
   host::SimEndpoint b;
   const std::uint32_t src_key = a.memory().register_region(src.data(), ring_size, transport::access_local_write);
   const std::uint32_t dst_key = b.memory().register_region(
-      dst.data(), ring_size, transport::access_local_write | transport::access_remote_write);
+      dst.data(), ring_size,
+      transport::access_local_write | transport::access_remote_write | transport::access_remote_read);
+  GuardedBuffer counters(8 * std::max<std::uint32_t>(spec.atomic_counters, 1));
+  const std::uint32_t counters_key =
+      b.memory().register_region(counters.data(), counters.size, transport::access_remote_atomic);
+  std::vector<std::uint64_t> increments(std::max<std::uint32_t>(spec.atomic_counters, 1), 0);
+  std::vector<std::vector<bool>> returned(increments.size());  // per counter: old values seen
 
   transport::ConnectionConfig ca = spec.base;
   const bool rocev2 = ca.mode == transport::Mode::rocev2;
@@ -218,10 +224,15 @@ TransferResult run_transfer(const TransferSpec& spec) {
   const auto post_more = [&] {
     while (posted < spec.messages && outstanding < spec.max_outstanding_messages) {
       MessageRecord m{};
-      const std::uint64_t pick = rng() % (spec.sends ? 3 : 2);
-      m.op = pick == 0 ? SendOp::write : pick == 1 ? SendOp::write_imm : SendOp::send;
+      std::vector<SendOp> ops = {SendOp::write, SendOp::write_imm};
+      if (spec.sends) ops.push_back(SendOp::send);
+      if (spec.reads) ops.push_back(SendOp::read);
+      if (spec.atomics) ops.push_back(SendOp::fetch_add);
+      m.op = ops[rng() % ops.size()];
       m.stream = static_cast<std::uint16_t>(rng() % spec.streams);
-      if (rng() % 100 == 0) {
+      if (m.op == SendOp::fetch_add) {
+        m.length = transport::atomic_length;
+      } else if (rng() % 100 == 0) {
         m.length = 0;
       } else {
         const double lg = std::log2(static_cast<double>(spec.max_message)) * static_cast<double>(rng() % 1'000'000) / 1e6;
@@ -233,8 +244,11 @@ TransferResult run_transfer(const TransferSpec& spec) {
         return;
       }
       const std::uint64_t k = posted;
-      fill_pattern(k, src.data() + m.src_offset, m.length);
-      std::memset(dst.data() + m.dst_offset, 0, m.length);
+      // A READ's bytes go the other way: from the receiver's ring into the
+      // sender's.
+      const bool read = m.op == SendOp::read;
+      fill_pattern(k, (read ? dst : src).data() + (read ? m.dst_offset : m.src_offset), m.length);
+      std::memset((read ? src : dst).data() + (read ? m.src_offset : m.dst_offset), 0, m.length);
       transport::SendRequest r;
       r.wr_id = k;
       r.op = m.op;
@@ -245,6 +259,13 @@ TransferResult run_transfer(const TransferSpec& spec) {
       r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + m.dst_offset);
       r.rkey = dst_key;
       r.imm = static_cast<std::uint32_t>(k * 2654435761u);
+      if (m.op == SendOp::fetch_add) {
+        m.dst_offset = k % increments.size();  // the counter
+        r.remote_addr = reinterpret_cast<std::uintptr_t>(counters.data() + 8 * m.dst_offset);
+        r.rkey = counters_key;
+        r.swap_add = 1;
+        ++increments[m.dst_offset];
+      }
       if (transport::consumes_receive(m.op)) {
         transport::ReceiveRequest rr;
         rr.wr_id = k;
@@ -269,9 +290,21 @@ TransferResult run_transfer(const TransferSpec& spec) {
   const auto finish_message = [&](std::uint64_t k) {
     MessageRecord& m = messages[k];
     if (!m.sender_done || (transport::consumes_receive(m.op) && !m.receiver_done)) return;
-    const std::uint64_t bad = first_mismatch(k, dst.data() + m.dst_offset, m.length);
-    if (bad != m.length) fail(fmt::format("message {} ({} bytes): byte {} differs", k, m.length, bad));
-    result.bytes_verified += m.length;
+    if (m.op == SendOp::fetch_add) {
+      std::uint64_t old = 0;
+      std::memcpy(&old, src.data() + m.src_offset, sizeof old);
+      std::vector<bool>& seen = returned[m.dst_offset];
+      if (old >= seen.size()) seen.resize(old + 1, false);
+      if (seen[old]) fail(fmt::format("fetch_add {}: old value {} of counter {} returned twice", k, old, m.dst_offset));
+      seen[old] = true;
+      ++result.atomics_verified;
+    } else {
+      const bool read = m.op == SendOp::read;
+      const std::uint64_t bad = first_mismatch(k, (read ? src.data() + m.src_offset : dst.data() + m.dst_offset), m.length);
+      if (bad != m.length) fail(fmt::format("message {} ({} bytes): byte {} differs", k, m.length, bad));
+      result.bytes_verified += m.length;
+      if (read) ++result.reads_verified;
+    }
     src_ring.release(m.src_alloc);
     dst_ring.release(m.dst_alloc);
     --outstanding;
@@ -294,6 +327,8 @@ TransferResult run_transfer(const TransferSpec& spec) {
       }
       q.pop_front();
       MessageRecord& m = messages[c.wr_id];
+      if (c.kind != transport::completion_kind(m.op) || c.byte_len != m.length)
+        fail(fmt::format("send completion {} has the wrong kind or length", c.wr_id));
       if (m.sender_done) fail(fmt::format("send {} completed twice", c.wr_id));
       m.sender_done = true;
       finish_message(c.wr_id);
@@ -338,12 +373,27 @@ TransferResult run_transfer(const TransferSpec& spec) {
   }
   result.finished = completed == spec.messages;
   if (!result.finished) fail(fmt::format("{} of {} messages completed by t={} ns", completed, spec.messages, net.now()));
-  if (!src.canaries_intact() || !dst.canaries_intact()) fail("a canary around a registered region changed");
+  if (!src.canaries_intact() || !dst.canaries_intact() || !counters.canaries_intact())
+    fail("a canary around a registered region changed");
+  for (std::size_t c = 0; result.finished && spec.atomics && c < increments.size(); ++c) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, counters.data() + 8 * c, sizeof value);
+    if (value != increments[c]) fail(fmt::format("counter {} is {} after {} increments", c, value, increments[c]));
+    if (std::count(returned[c].begin(), returned[c].end(), true) != static_cast<std::ptrdiff_t>(increments[c]))
+      fail(fmt::format("counter {}: {} distinct old values for {} increments", c,
+                       std::count(returned[c].begin(), returned[c].end(), true), increments[c]));
+  }
   // rocev2's one path carries the whole connection window.
   if (spec.cc == "fixed") {
-    if (result.max_path_in_flight > (rocev2 ? spec.fixed_connection_window : spec.fixed_path_window))
+    // A rocev2 READ larger than the window goes alone, its PSNs all
+    // outstanding.
+    const std::uint64_t window = rocev2 && spec.reads
+                                     ? std::max<std::uint64_t>(spec.fixed_connection_window,
+                                                               (spec.max_message + spec.mtu - 1) / spec.mtu)
+                                     : spec.fixed_connection_window;
+    if (result.max_path_in_flight > (rocev2 ? window : spec.fixed_path_window))
       fail("a path exceeded its window");
-    if (result.max_outstanding_psns > spec.fixed_connection_window) fail("the connection exceeded its window");
+    if (result.max_outstanding_psns > window) fail("the connection exceeded its window");
   }
   result.virtual_ns = net.now();
   result.messages_completed = completed;

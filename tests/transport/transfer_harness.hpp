@@ -33,6 +33,13 @@ struct TransferSpec {
   std::uint64_t time_limit_ns = 60'000'000'000;  // virtual
   std::size_t max_outstanding_messages = 256;
   bool sends = true;  // include SEND (needs posted receives)
+  // Include READ (the receiver's pattern-filled bytes into the sender's)
+  // and FETCH_ADD of 1 on one of atomic_counters counters at the receiver:
+  // each returned value must be seen exactly once and the counters end at
+  // the number of increments.
+  bool reads = false;
+  bool atomics = false;
+  std::uint32_t atomic_counters = 4;
   // mode, windows, timers (addresses are filled in). base.mode selects the
   // connection's implementation: Mode::rocev2 runs the go-back-N baseline.
   transport::ConnectionConfig base{};
@@ -50,6 +57,8 @@ struct TransferResult {
   std::uint64_t virtual_ns = 0;
   std::uint64_t bytes_verified = 0;
   std::uint64_t messages_completed = 0;
+  std::uint64_t reads_verified = 0;
+  std::uint64_t atomics_verified = 0;
   std::uint64_t data_frames_sent = 0;       // by the sender, all transmissions
   std::uint64_t data_frames_delivered = 0;  // to the receiver (after the fabric), parsed intact
   std::uint64_t max_path_in_flight = 0;

@@ -38,7 +38,7 @@ void expect_same_bth(const Bth& a, const Bth& b) {
 TEST(Frame, EverySampleRoundTrips) {
   std::mt19937_64 rng(11);
   const auto specs = metaroce::test::all_sample_specs();
-  ASSERT_EQ(specs.size(), 4u * 44u);  // 44 opcodes x {v4, v6} x {vlan, none}
+  ASSERT_EQ(specs.size(), 4u * 49u);  // 49 opcodes x {v4, v6} x {vlan, none}
   for (FrameSpec spec : specs) {
     const OpcodeInfo& info = opcode_info(spec.bth.opcode);
     spec.bth.psn = static_cast<std::uint32_t>(rng() & psn_mask);
@@ -301,7 +301,7 @@ TEST(FrameErrors, BadUdpLength) {
 }
 
 TEST(FrameErrors, UnknownOpcode) {
-  for (std::uint8_t op : {std::uint8_t{0x15}, std::uint8_t{0x40}, std::uint8_t{0xc6}, std::uint8_t{0xff}}) {
+  for (std::uint8_t op : {std::uint8_t{0x15}, std::uint8_t{0x40}, std::uint8_t{0xcb}, std::uint8_t{0xff}}) {
     auto f = write_only_v4();
     f[bth_at] = op;
     EXPECT_EQ(parse(f), ParseError::unknown_opcode) << int{op};

@@ -47,7 +47,8 @@ def run_sweep():
 
 
 def rows_by_loss(result):
-    return {r["loss"]: r for r in result.get("rows", []) if r["mode"] == "metaroce" and r["row"] == "random"}
+    return {r["loss"]: r for r in result.get("rows", [])
+            if r["mode"] == "metaroce" and r["row"] == "random" and r.get("op") == "write"}
 
 
 def figures_pass(result):

@@ -14,11 +14,13 @@
 // MTU 4096, every byte verified, the fixed windows of the virtual-time
 // sweep (16 packets a path, 96 a connection).
 //
-// Rows: random loss 0, 0.1, 0.5, 1, 2, 5, 10 % on both directions; a burst
+// Rows ("op":"write"): random loss 0, 0.1, 0.5, 1, 2, 5, 10 % on both directions; a burst
 // row (Gilbert-Elliott, 0.99 % average loss in bursts of 4 frames on
 // average); a reordering row (8 fabric paths by UDP source port, path k
 // k x 100/7 us slower than path 0, no loss). Both modes, interleaved, so
-// a neighbour's load hits both alike. Human-readable lines, then one JSON
+// a neighbour's load hits both alike. Then "op":"read" rows: 1 MiB READs of
+// the receiver's bytes at 0, 1 and 10 % loss, both modes (their goodput
+// against the lossless READ row). Human-readable lines, then one JSON
 // object as the last line; exit 1 when any row lost or damaged a message.
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -105,6 +107,7 @@ enum class RowKind : std::uint8_t { random, burst, reorder };
 
 struct Row {
   transport::Mode mode = transport::Mode::metaroce;
+  perf::PerfOp op = perf::PerfOp::write;  // or read: the receiver's bytes read back, every byte verified
   RowKind kind = RowKind::random;
   double loss_pct = 0.0;  // random: the loss; burst: the model's average
   std::string fabric;     // the spec each direction gets
@@ -254,6 +257,16 @@ std::vector<Row> plan_rows(const Options& o) {
       r.mode = mode;
       rows.push_back(r);
     }
+  // READ rows: lossless, 1 % and 10 %, both modes (metaroce only with --quick).
+  for (const double pct : {0.0, 1.0, 10.0})
+    for (const transport::Mode mode :
+         o.quick ? std::vector<transport::Mode>{transport::Mode::metaroce}
+                 : std::vector<transport::Mode>{transport::Mode::metaroce, transport::Mode::rocev2}) {
+      Row r = random_row(pct);
+      r.mode = mode;
+      r.op = perf::PerfOp::read;
+      rows.push_back(r);
+    }
   return rows;
 }
 
@@ -322,7 +335,7 @@ perf::PerfOptions row_options(const Options& o, const Row& r) {
   p.paths = r.mode == transport::Mode::rocev2 ? 1 : metaroce_paths;
   p.cc = std::string(window_algorithm);
   p.mtu = mtu;
-  p.op = perf::PerfOp::write;
+  p.op = r.op;
   p.verify = true;
   p.report_gbits = true;
   p.fabric_spec = r.fabric;
@@ -373,6 +386,7 @@ double round_to(double v, int decimals) {
 
 void add_row_fields(apps::JsonLine& j, const Row& r) {
   j.add("mode", mode_name(r.mode))
+      .add("op", perf::to_string(r.op))
       .add("loss", round_to(r.loss_pct, 3))
       .add("goodput_gbps", round_to(r.goodput_gbps, 3))
       .add("pct_of_lossless", round_to(r.pct_of_lossless, 1))
@@ -451,22 +465,24 @@ bool write_full_json(const std::string& path, const std::string& summary_fields,
   return true;
 }
 
-const Row* find_row(const std::vector<Row>& rows, transport::Mode mode, RowKind kind, double loss_pct) {
+const Row* find_row(const std::vector<Row>& rows, transport::Mode mode, RowKind kind, double loss_pct,
+                    perf::PerfOp op = perf::PerfOp::write) {
   for (const Row& r : rows)
-    if (r.ran && r.mode == mode && r.kind == kind && r.loss_pct == loss_pct) return &r;
+    if (r.ran && r.mode == mode && r.kind == kind && r.loss_pct == loss_pct && r.op == op) return &r;
   return nullptr;
 }
 
-void print_table(const std::vector<Row>& rows, bool two_modes) {
-  std::printf("\n%-15s | %-44s", "loss", "metaroce: Gb/s  of lossless  retransmits  spurious");
+void print_table(const std::vector<Row>& rows, bool two_modes, perf::PerfOp op) {
+  std::printf("\n%-15s | %-44s", op == perf::PerfOp::read ? "READ loss" : "WRITE loss",
+              "metaroce: Gb/s  of lossless  retransmits  spurious");
   if (two_modes) std::printf(" | %-44s", "rocev2: Gb/s  of lossless  retransmits  spurious");
   std::printf("\n");
   for (const Row& m : rows) {
-    if (m.mode != transport::Mode::metaroce || !m.ran) continue;
+    if (m.mode != transport::Mode::metaroce || !m.ran || m.op != op) continue;
     std::printf("%-15s | %14.2f %11.1f%% %12llu %9llu", row_label(m).c_str(), m.goodput_gbps, m.pct_of_lossless,
                 static_cast<unsigned long long>(m.retransmits), static_cast<unsigned long long>(m.spurious));
     if (two_modes) {
-      const Row* r = find_row(rows, transport::Mode::rocev2, m.kind, m.loss_pct);
+      const Row* r = find_row(rows, transport::Mode::rocev2, m.kind, m.loss_pct, op);
       if (r != nullptr)
         std::printf(" | %12.2f %11.1f%% %12llu %9llu", r->goodput_gbps, r->pct_of_lossless,
                     static_cast<unsigned long long>(r->retransmits), static_cast<unsigned long long>(r->spurious));
@@ -516,7 +532,7 @@ int main(int argc, char** argv) {
   std::printf("# link: %g Gb/s each way (%s), inline lib/fabric in both directions\n", o.link_gbps,
               link_spec(o.link_gbps).c_str());
   const cc::CcConfig windows;
-  std::printf("# 1 MiB WRITEs, MTU %u, tx depth %u, every byte verified; metaroce %u paths, rocev2 1;"
+  std::printf("# 1 MiB WRITEs (READ rows: 1 MiB READs), MTU %u, tx depth %u, every byte verified; metaroce %u paths, rocev2 1;"
               " fixed windows of %u packets a path, %u a connection; %g s of posting per row\n",
               mtu, o.tx_depth, metaroce_paths, windows.fixed_path_window, windows.fixed_connection_window,
               o.duration_s);
@@ -525,8 +541,8 @@ int main(int argc, char** argv) {
   std::printf("# cpu_busy = the sender lcore's busy TSC cycles / elapsed cycles (it also runs the forward link);\n"
               "# others = the share of this machine's CPU time other processes took during the row\n");
   std::printf("# of_link = goodput / the most payload the link carries in this mode's frames\n");
-  std::printf("%-9s %-15s %10s %11s %8s %12s %9s %11s %9s %7s\n", "mode", "loss", "goodput", "of_lossless", "of_link",
-              "retransmits", "spurious", "fabric_drop", "cpu_busy", "others");
+  std::printf("%-9s %-5s %-15s %10s %11s %8s %12s %9s %11s %9s %7s\n", "mode", "op", "loss", "goodput", "of_lossless",
+              "of_link", "retransmits", "spurious", "fabric_drop", "cpu_busy", "others");
   std::fflush(stdout);
 
   bool all_ok = true;
@@ -538,7 +554,8 @@ int main(int argc, char** argv) {
   Row cpu;
   cpu.fabric = fmt::format("overhead {}", link_overhead_bytes);
   run_row(cpu_options, cpu);
-  std::printf("%-9s %-15s %5.2f Gb/s %11s %8s %12llu %9llu %11s %8.0f%% %6.0f%%%s\n", "metaroce", "no rate limit",
+  std::printf("%-9s %-5s %-15s %5.2f Gb/s %11s %8s %12llu %9llu %11s %8.0f%% %6.0f%%%s\n", "metaroce", "write",
+              "no rate limit",
               cpu.goodput_gbps, "", "", static_cast<unsigned long long>(cpu.retransmits),
               static_cast<unsigned long long>(cpu.spurious), "", 100 * cpu.cpu_busy_share, 100 * cpu.others_cpu_share,
               cpu.ok ? "  (what the CPU carries)" : "  FAILED");
@@ -548,17 +565,18 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  double lossless[2] = {0, 0};
+  double lossless[2][2] = {{0, 0}, {0, 0}};  // [write, read][metaroce, rocev2]
   double max_busy = 0, max_others = 0;
   for (Row& r : rows) {
     run_row(o, r);
     const int m = r.mode == transport::Mode::rocev2 ? 1 : 0;
-    if (r.kind == RowKind::random && r.loss_pct == 0.0) lossless[m] = r.goodput_gbps;
-    r.pct_of_lossless = lossless[m] > 0 ? 100.0 * r.goodput_gbps / lossless[m] : 0.0;
+    const int op = r.op == perf::PerfOp::read ? 1 : 0;
+    if (r.kind == RowKind::random && r.loss_pct == 0.0) lossless[op][m] = r.goodput_gbps;
+    r.pct_of_lossless = lossless[op][m] > 0 ? 100.0 * r.goodput_gbps / lossless[op][m] : 0.0;
     max_busy = std::max(max_busy, r.cpu_busy_share);
     max_others = std::max(max_others, r.others_cpu_share);
-    std::printf("%-9s %-15s %5.2f Gb/s %10.1f%% %7.1f%% %12llu %9llu %11llu %8.0f%% %6.0f%%%s\n", mode_name(r.mode).c_str(),
-                row_label(r).c_str(), r.goodput_gbps, r.pct_of_lossless, 100 * r.link_share,
+    std::printf("%-9s %-5s %-15s %5.2f Gb/s %10.1f%% %7.1f%% %12llu %9llu %11llu %8.0f%% %6.0f%%%s\n",
+                mode_name(r.mode).c_str(), perf::to_string(r.op), row_label(r).c_str(), r.goodput_gbps, r.pct_of_lossless, 100 * r.link_share,
                 static_cast<unsigned long long>(r.retransmits), static_cast<unsigned long long>(r.spurious),
                 static_cast<unsigned long long>(r.dropped_forward + r.dropped_backward), 100 * r.cpu_busy_share,
                 100 * r.others_cpu_share,
@@ -570,7 +588,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  print_table(rows, !o.quick);
+  print_table(rows, !o.quick, perf::PerfOp::write);
+  print_table(rows, !o.quick, perf::PerfOp::read);
   // The link is the bottleneck when lossless metaroce fills it and the CPU
   // alone carries more.
   const Row* m0 = find_row(rows, transport::Mode::metaroce, RowKind::random, 0.0);
@@ -598,6 +617,12 @@ int main(int argc, char** argv) {
     std::printf("targets: metaroce >= 95%% of lossless at 1%% loss: %.1f%% (%s); >= 80%% at 10%%: %.1f%% (%s)\n",
                 m1->pct_of_lossless, m1->pct_of_lossless >= 95 ? "met" : "NOT met", m10->pct_of_lossless,
                 m10->pct_of_lossless >= 80 ? "met" : "NOT met");
+  const Row* r1 = find_row(rows, transport::Mode::metaroce, RowKind::random, 1.0, perf::PerfOp::read);
+  const Row* r10 = find_row(rows, transport::Mode::metaroce, RowKind::random, 10.0, perf::PerfOp::read);
+  if (r1 != nullptr && r10 != nullptr)
+    std::printf("READ targets: metaroce >= 95%% of lossless at 1%% loss: %.1f%% (%s); >= 80%% at 10%%: %.1f%% (%s)\n",
+                r1->pct_of_lossless, r1->pct_of_lossless >= 95 ? "met" : "NOT met", r10->pct_of_lossless,
+                r10->pct_of_lossless >= 80 ? "met" : "NOT met");
   std::printf(all_ok ? "verify: every byte of every message in every row checked, all correct\n"
                      : "verify: some row lost or damaged messages (FAILED above)\n");
 
