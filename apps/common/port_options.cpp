@@ -22,7 +22,8 @@ void add_port_options(po::options_description& d) {
       ("mbufs", po::value<std::uint32_t>(), "--port: receive and transmit mbufs each, 1024..1048576 (default "
                                             "16384; a preset has its own mbufs=)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
-                                                    "share cores (default 0: busy poll)");
+                                                    "share cores (default 0: busy poll)")
+      ("receive-capacity", po::value<std::string>(), receive_capacity_help);
 }
 
 bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, metaroce::EndpointConfig& out,
@@ -34,6 +35,7 @@ bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal
   if (!read_in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, out.idle_sleep_us, message) ||
       !read_in_range<std::uint32_t>(vm, "mbufs", 1024, 1u << 20, out.mbufs, message))
     return false;
+  if (!read_receive_capacity(vm, out.receive_capacity_bps, message)) return false;
   out.eal_args = std::move(eal_args);
   if (out.preset.empty() == out.port.empty()) {
     message = "give a port: --preset FILE (drivers-config/*.ini) or --port NAME with its EAL device after `--`";

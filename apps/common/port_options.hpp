@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/command_line.hpp"
+#include "common/receive_capacity.hpp"
 #include <metaroce/endpoint.hpp>
 
 #include "stack/address.hpp"

@@ -52,6 +52,7 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
   for (const metaroce::CounterGroup& g : endpoint) {
     if (g.name == "host") object("engine", g);
     if (g.name == "cm") object("cm", g);
+    if (g.name == "receive_share") object("receive_share", g);
   }
 }
 

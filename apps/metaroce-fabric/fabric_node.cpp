@@ -10,15 +10,16 @@
 namespace metaroce::fabric_app {
 
 Direction::Direction(std::string name, std::string label, std::uint16_t from_port,
-                     std::unique_ptr<engine::ImpairedLink> link, std::string spec)
+                     std::unique_ptr<engine::ImpairedLink> link, std::string spec, bool fed)
     : name_(std::move(name)),
       label_(std::move(label)),
       spec_(std::move(spec)),
       from_port_(from_port),
-      link_(std::move(link)) {}
+      link_(std::move(link)),
+      fed_(fed) {}
 
 std::size_t Direction::turn_st(std::uint64_t now_ns) {
-  const std::size_t moved = link_->forward_once(now_ns);
+  const std::size_t moved = fed_ ? link_->release_once(now_ns) : link_->forward_once(now_ns);
   if (moved != 0 || link_->in_flight() != 0) last_busy_ns_ = now_ns;
   if (now_ns - last_publish_ns_ >= publish_period_ns) publish_st(now_ns, false);
   return moved;
@@ -51,7 +52,7 @@ void Direction::publish_st(std::uint64_t now_ns, bool wait) {
     t.private_copies = l.private_copies;
   }
   rte_eth_stats stats{};
-  if (rte_eth_stats_get(from_port_, &stats) == 0) t.rx_missed = stats.imissed + stats.rx_nombuf;
+  if (!fed_ && rte_eth_stats_get(from_port_, &stats) == 0) t.rx_missed = stats.imissed + stats.rx_nombuf;
   s.taken_ns = now_ns;
   s.last_busy_ns = last_busy_ns_;
   // Periodic: try_lock, so a reader copying the snapshot makes us skip this
@@ -71,21 +72,36 @@ DirectionSnapshot Direction::snapshot() const {
   return published_;
 }
 
-void run_directions_st(const std::vector<Direction*>& directions, const engine::TscClock& clock,
-                       NodeControl& control, const std::function<void(std::uint64_t)>& on_turn) {
+void run_turns_st(const engine::TscClock& clock, NodeControl& control,
+                  const std::function<std::size_t(std::uint64_t)>& turn,
+                  const std::function<std::uint64_t()>& next_release,
+                  const std::function<void(std::uint64_t)>& on_turn) {
   while (!control.stop.load(std::memory_order_relaxed)) {
     std::uint64_t now = clock.now_ns();
-    std::size_t moved = 0;
-    for (Direction* d : directions) moved += d->turn_st(now);
+    const std::size_t moved = turn(now);
     if (on_turn) on_turn(now);
     if (moved != 0 || control.idle_sleep_us == 0) continue;
     std::uint64_t sleep_ns = std::uint64_t{control.idle_sleep_us} * 1000;
-    std::uint64_t next = ~std::uint64_t{0};
-    for (Direction* d : directions) next = std::min(next, d->next_release_ns_st());
+    const std::uint64_t next = next_release();
     now = clock.now_ns();
     if (next != ~std::uint64_t{0}) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
     if (sleep_ns >= 1000) std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
   }
+}
+
+void run_directions_st(const std::vector<Direction*>& directions, const engine::TscClock& clock,
+                       NodeControl& control, const std::function<void(std::uint64_t)>& on_turn) {
+  const auto turn = [&](std::uint64_t now) {
+    std::size_t moved = 0;
+    for (Direction* d : directions) moved += d->turn_st(now);
+    return moved;
+  };
+  const auto next_release = [&] {
+    std::uint64_t next = ~std::uint64_t{0};
+    for (Direction* d : directions) next = std::min(next, d->next_release_ns_st());
+    return next;
+  };
+  run_turns_st(clock, control, turn, next_release, on_turn);
   for (Direction* d : directions) d->publish_st(clock.now_ns(), true);
 }
 

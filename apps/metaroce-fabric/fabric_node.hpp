@@ -77,8 +77,10 @@ struct DirectionSnapshot {
 
 class Direction {
  public:
+  // `fed`: a switch's output port, whose frames come from submit_st (its
+  // link's `from` is not read), not from its own port.
   Direction(std::string name, std::string label, std::uint16_t from_port, std::unique_ptr<engine::ImpairedLink> link,
-            std::string spec);
+            std::string spec, bool fed = false);
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }    // a_to_b
   [[nodiscard]] const std::string& label() const noexcept { return label_; }  // a->b
@@ -87,6 +89,11 @@ class Direction {
   // Owning lcore only: one turn at `now_ns`; returns frames moved.
   std::size_t turn_st(std::uint64_t now_ns);
   [[nodiscard]] std::uint64_t next_release_ns_st() const noexcept { return link_->next_release_ns(); }
+  // Owning lcore only, fed: one frame in (the mbuf is the link's now), and
+  // the bytes its queue holds now.
+  void submit_st(std::uint64_t now_ns, rte_mbuf* frame) { link_->submit(now_ns, frame); }
+  [[nodiscard]] std::uint64_t queued_bytes_st(std::uint64_t now_ns) { return link_->queued_bytes(now_ns); }
+  [[nodiscard]] std::size_t in_flight_st() const noexcept { return link_->in_flight(); }
   // Owning lcore only: publishes a snapshot now; `wait` = false skips it when
   // a reader holds the lock (the periodic ones), true waits (the last one).
   void publish_st(std::uint64_t now_ns, bool wait);
@@ -102,6 +109,7 @@ class Direction {
   std::string name_, label_, spec_;
   std::uint16_t from_port_;
   std::unique_ptr<engine::ImpairedLink> link_;
+  bool fed_ = false;
   std::uint64_t last_busy_ns_ = 0;
   std::uint64_t last_publish_ns_ = 0;
   mutable std::mutex published_mutex_;
@@ -119,5 +127,13 @@ struct NodeControl {
 // a last snapshot of each direction on the way out.
 void run_directions_st(const std::vector<Direction*>& directions, const engine::TscClock& clock,
                        NodeControl& control, const std::function<void(std::uint64_t)>& on_turn);
+
+// The loop under it (and under the switch's): `turn(now)` returns the
+// frames it moved; after a turn that moved none it sleeps up to
+// idle_sleep_us, never past `next_release()`.
+void run_turns_st(const engine::TscClock& clock, NodeControl& control,
+                  const std::function<std::size_t(std::uint64_t)>& turn,
+                  const std::function<std::uint64_t()>& next_release,
+                  const std::function<void(std::uint64_t)>& on_turn);
 
 }  // namespace metaroce::fabric_app

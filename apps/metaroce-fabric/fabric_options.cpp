@@ -1,7 +1,10 @@
 #include "metaroce-fabric/fabric_options.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <initializer_list>
 #include <string_view>
 
@@ -38,7 +41,20 @@ po::options_description describe() {
                                          "as JSON to FILE at exit")
       ("mbufs", po::value<std::uint32_t>(), "receive mbufs per port, 1024..1048576 (default 8192): frames wait "
                                             "in the delay line in the mbufs they arrived in, so this bounds "
-                                            "the frames in flight");
+                                            "the frames in flight")
+      ("ports", po::value<unsigned>(), "the switch form: N ports (2..64) given by --port, frames forwarded by "
+                                       "destination address (--route, --routes) to their output port's queue "
+                                       "(--out, --out-port); instead of --port-a/--port-b")
+      ("port", po::value<std::vector<std::string>>(), "with --ports: the next port by EAL device name (give N; "
+                                                      "the first is port 0)")
+      ("route", po::value<std::vector<std::string>>(), "with --ports: ADDRESS=PORT, frames to ADDRESS (IPv4 or "
+                                                       "IPv6; ARP and neighbour solicitations by their target) "
+                                                       "leave on PORT; repeatable")
+      ("routes", po::value<std::string>(), "with --ports: a FILE of ADDRESS=PORT lines (# comments)")
+      ("out", po::value<std::string>(), "with --ports: every output port's queue and impairments, e.g. "
+                                        "\"rate 2gbit limit 200kb ecn 30kb\" (port i draws with seed + i)")
+      ("out-port", po::value<std::vector<std::string>>(), "with --ports: I=SPEC, output port I's own (replaces "
+                                                          "--out there); repeatable");
   return d;
 }
 
@@ -64,6 +80,9 @@ bool seconds(const po::variables_map& vm, const char* key, double& out, std::str
   return true;
 }
 
+bool parse_two_ports(const po::variables_map& vm, FabricOptions& o, std::string& message);
+bool parse_switch(const po::variables_map& vm, FabricOptions& o, std::string& message);
+
 bool starts_with_any(std::string_view arg, std::initializer_list<std::string_view> options) {
   return std::any_of(options.begin(), options.end(), [&](std::string_view o) {
     // "-l", "-l0-1", "--lcores", "--lcores=0-1"
@@ -82,6 +101,8 @@ ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptio
       argc, argv, describe(),
       "Usage: metaroce-fabric --port-a NAME --port-b NAME [--a-to-b SPEC] [--b-to-a SPEC] [--both SPEC]\n"
       "                       [OPTIONS] [-- EAL-ARGS]\n"
+      "       metaroce-fabric --ports N --port NAME (N times) --route ADDRESS=PORT ... [--out SPEC]\n"
+      "                       [--out-port I=SPEC] [OPTIONS] [-- EAL-ARGS]\n"
       "A two-port impairment node: frames received on port A leave on port B through the\n"
       "--a-to-b impairments, frames from B leave on A through --b-to-a (loss, Gilbert-Elliott\n"
       "bursts, delay and jitter, rate, queue limit and ECN marking, duplication, corruption,\n"
@@ -93,28 +114,22 @@ ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptio
       "  -- --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap --vdev net_pcap1,tx_pcap=back.pcap\n"
       "With two lcores (-l 0-1) B -> A runs on the second one. A stats line per direction each\n"
       "second; telemetry: /metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
+      "With --ports N it is a small switch on one lcore: each frame leaves on the port its\n"
+      "destination address is routed to (ARP and neighbour solicitations by their target),\n"
+      "through that output port's queue and impairments; a stats line per port.\n"
       "Exit status: 0 success, 1 a run-time failure (EAL, ports, JSON file), 2 bad options.\n",
       vm, o.eal_args, message);
   if (parsed != ParseOutcome::run) return parsed;
-  if (!vm.count("port-a") || !vm.count("port-b")) {
-    message = fmt::format("--{} is required: name both ports by their EAL device names, e.g. --port-a net_pcap0 "
-                          "--port-b net_pcap1 -- --vdev net_pcap0,rx_pcap=in.pcap --vdev net_pcap1,tx_pcap=out.pcap",
-                          vm.count("port-a") ? "port-b" : "port-a");
+  if (vm.count("ports")) {
+    if (!parse_switch(vm, o, message)) return ParseOutcome::error;
+  } else if (vm.count("port") || vm.count("route") || vm.count("routes") || vm.count("out") || vm.count("out-port")) {
+    message = fmt::format("--{} is for the switch form: give --ports N too (or --port-a/--port-b without it)",
+                          vm.count("port") ? "port" : vm.count("route") ? "route" : vm.count("routes") ? "routes"
+                                                    : vm.count("out")   ? "out" : "out-port");
+    return ParseOutcome::error;
+  } else if (!parse_two_ports(vm, o, message)) {
     return ParseOutcome::error;
   }
-  o.port_a = vm["port-a"].as<std::string>();
-  o.port_b = vm["port-b"].as<std::string>();
-  if (o.port_a == o.port_b) {
-    message = fmt::format("--port-a and --port-b are both '{}': give two different ports", o.port_a);
-    return ParseOutcome::error;
-  }
-  if (!parse_spec(vm, "both", o.a_to_b, message)) return ParseOutcome::error;
-  if (vm.count("both")) {
-    o.b_to_a = o.a_to_b;
-    o.b_to_a.seed = o.a_to_b.seed + 1;  // the same impairments, drawn independently
-  }
-  if (!parse_spec(vm, "a-to-b", o.a_to_b, message) || !parse_spec(vm, "b-to-a", o.b_to_a, message))
-    return ParseOutcome::error;
   if (!seconds(vm, "duration", o.duration_s, message) || !seconds(vm, "exit-when-idle", o.exit_when_idle_s, message) ||
       !seconds(vm, "stats-interval", o.stats_interval_s, message))
     return ParseOutcome::error;
@@ -136,6 +151,107 @@ ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptio
   out = std::move(o);
   return ParseOutcome::run;
 }
+
+namespace {
+
+bool parse_two_ports(const po::variables_map& vm, FabricOptions& o, std::string& message) {
+  if (!vm.count("port-a") || !vm.count("port-b")) {
+    message = fmt::format("--{} is required: name both ports by their EAL device names, e.g. --port-a net_pcap0 "
+                          "--port-b net_pcap1 -- --vdev net_pcap0,rx_pcap=in.pcap --vdev net_pcap1,tx_pcap=out.pcap",
+                          vm.count("port-a") ? "port-b" : "port-a");
+    return false;
+  }
+  o.port_a = vm["port-a"].as<std::string>();
+  o.port_b = vm["port-b"].as<std::string>();
+  if (o.port_a == o.port_b) {
+    message = fmt::format("--port-a and --port-b are both '{}': give two different ports", o.port_a);
+    return false;
+  }
+  if (!parse_spec(vm, "both", o.a_to_b, message)) return false;
+  if (vm.count("both")) {
+    o.b_to_a = o.a_to_b;
+    o.b_to_a.seed = o.a_to_b.seed + 1;  // the same impairments, drawn independently
+  }
+  if (!parse_spec(vm, "a-to-b", o.a_to_b, message) || !parse_spec(vm, "b-to-a", o.b_to_a, message)) return false;
+  return true;
+}
+
+bool parse_switch(const po::variables_map& vm, FabricOptions& o, std::string& message) {
+  for (const char* two : {"port-a", "port-b", "a-to-b", "b-to-a", "both"})
+    if (vm.count(two)) {
+      message = fmt::format("--{} is for the two-port form: with --ports give --port NAME per port and --out / "
+                            "--out-port I=SPEC", two);
+      return false;
+    }
+  const unsigned n = vm["ports"].as<unsigned>();
+  if (n < 2 || n > max_switch_ports) {
+    message = fmt::format("--ports {} is out of range: give 2..{}", n, max_switch_ports);
+    return false;
+  }
+  o.ports = static_cast<std::uint16_t>(n);
+  if (vm.count("port")) o.port_names = vm["port"].as<std::vector<std::string>>();
+  if (o.port_names.size() != n) {
+    message = fmt::format("--ports {} needs {} --port NAME (one per port, port 0 first); {} given", n, n,
+                          o.port_names.size());
+    return false;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = i + 1; k < n; ++k)
+      if (o.port_names[i] == o.port_names[k]) {
+        message = fmt::format("--port '{}' is ports {} and {}: give {} different ports", o.port_names[i], i, k, n);
+        return false;
+      }
+  fabric::FabricConfig all{};
+  if (!parse_spec(vm, "out", all, message)) return false;
+  o.out.assign(n, all);
+  for (std::uint16_t i = 0; i < n; ++i) o.out[i].seed = all.seed + i;  // the same impairments, drawn independently
+  if (vm.count("out-port"))
+    for (const std::string& entry : vm["out-port"].as<std::vector<std::string>>()) {
+      const std::size_t eq = entry.find('=');
+      unsigned port = 0;
+      const auto [end, ec] = std::from_chars(entry.data(), entry.data() + (eq == std::string::npos ? 0 : eq), port);
+      if (eq == std::string::npos || eq == 0 || ec != std::errc{} || end != entry.data() + eq || port >= n) {
+        message = fmt::format("--out-port '{}': give I=SPEC with I one of the ports 0..{}, e.g. --out-port "
+                              "\"{}=rate 2gbit limit 200kb\"", entry, n - 1, n - 1);
+        return false;
+      }
+      const fabric::FabricSpecResult r = fabric::parse_fabric_spec(entry.substr(eq + 1));
+      if (!r.ok()) {
+        message = fmt::format("--out-port {}: {}", port, r.error);
+        return false;
+      }
+      o.out[port] = r.config;
+    }
+  o.table = fabric::ForwardingTable(o.ports);
+  if (vm.count("route"))
+    for (const std::string& entry : vm["route"].as<std::vector<std::string>>())
+      if (!o.table.add(entry, message)) {
+        message = "--route: " + message;
+        return false;
+      }
+  if (vm.count("routes")) {
+    const std::string path = vm["routes"].as<std::string>();
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      message = fmt::format("--routes: cannot read '{}': give a readable file of ADDRESS=PORT lines", path);
+      return false;
+    }
+    if (!o.table.add_lines(text.str(), path, message)) {
+      message = "--routes: " + message;
+      return false;
+    }
+  }
+  if (o.table.size() == 0) {
+    message = "--ports: no routes, so every frame would be dropped: give --route ADDRESS=PORT per host (or --routes "
+              "FILE)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::vector<std::string> eal_command_line(const std::vector<std::string>& user_args) {
   const auto user_gives = [&](std::initializer_list<std::string_view> options) {

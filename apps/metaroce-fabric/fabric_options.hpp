@@ -8,6 +8,7 @@
 #include "common/command_line.hpp"
 
 #include "fabric/config.hpp"
+#include "fabric/forwarding_table.hpp"
 
 namespace metaroce::fabric_app {
 
@@ -23,7 +24,17 @@ struct FabricOptions {
   double exit_when_idle_s = 0.0;    // 0: never
   std::uint32_t mbufs = 8192;       // receive pool per port: bounds the frames in flight
   std::vector<std::string> eal_args;  // what came after `--`
+
+  // The switch form (--ports N; 0: the two-port form above): port i is the
+  // i-th --port, its output queue and impairments out[i] (--out, then
+  // --out-port I=SPEC), frames routed by `table` (--route, --routes).
+  std::uint16_t ports = 0;
+  std::vector<std::string> port_names;
+  std::vector<fabric::FabricConfig> out;
+  fabric::ForwardingTable table{0};
 };
+
+inline constexpr std::uint16_t max_switch_ports = 64;
 
 // `message` is the help text (help) or a one-line error (error).
 ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptions& out, std::string& message);

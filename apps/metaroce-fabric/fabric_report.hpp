@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "metaroce-fabric/fabric_node.hpp"
+#include "metaroce-fabric/switch_node.hpp"
 
 namespace metaroce::fabric_app {
 
@@ -34,5 +35,24 @@ struct RunSummary {
 // cause, ecn_marked, duplicated, corrupted, reordered, in_flight, bytes, spec.
 std::string summary_json(const RunSummary& summary);
 bool write_summary(const std::string& path, const RunSummary& summary, std::string& error);
+// `json` and a newline to `path`; false with one line naming the fix.
+bool write_json_file(const std::string& path, const std::string& json, std::string& error);
+
+// The switch form (--ports N): "[   2.0 s] p0 rx N no route N out N drop N
+// mark N q99 N B X.XX Gb/s | p1 ...", counts since the start, Gb/s of the
+// frames port i sent out since `previous`.
+void print_switch_stats_line(std::FILE* out, double elapsed_s, const std::vector<SwitchPortSnapshot>& now,
+                             const std::vector<SwitchPortSnapshot>& previous);
+
+struct SwitchSummary {
+  double duration_s = 0.0;
+  std::string stopped_by;
+  std::size_t routes = 0;
+  std::vector<SwitchPortSnapshot> ports;
+};
+// One JSON object: per port (array "port") its name, spec, in (received,
+// dropped_no_route, ...), out (as a direction's counters), queue_bytes
+// (p50, p99, max, samples).
+std::string switch_summary_json(const SwitchSummary& summary);
 
 }  // namespace metaroce::fabric_app

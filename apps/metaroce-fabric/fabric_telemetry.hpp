@@ -3,7 +3,9 @@
 //   /metaroce/fabric   port_a, port_b, uptime_ns, and per direction (a_to_b,
 //                      b_to_a) every counter of DirectionTotals, the spec
 //                      (canonical; DPDK cuts strings at 127 characters) and
-//                      snapshot_age_ns
+//                      snapshot_age_ns; with --ports N: uptime_ns, ports and
+//                      per port (port0, port1, ...) its in, out and queue
+//                      counters (the switch constructor's comment)
 //
 // Read with `dpdk-telemetry.py -f PREFIX` (the EAL --file-prefix,
 // metaroce-fabric by default). The callback reads the directions'
@@ -15,6 +17,7 @@
 
 #include "engine/tsc_clock.hpp"
 #include "metaroce-fabric/fabric_node.hpp"
+#include "metaroce-fabric/switch_node.hpp"
 
 namespace metaroce::fabric_app {
 
@@ -24,6 +27,9 @@ class FabricTelemetry {
   // shows until destruction; they must outlive this object.
   FabricTelemetry(std::vector<const Direction*> directions, std::string port_a, std::string port_b,
                   const engine::TscClock& clock);
+  // The switch form: per port `portI` with in_*, out_* (a direction's
+  // counters), queue_p50/p99/max_bytes, snapshot_age_ns, name and spec.
+  FabricTelemetry(const SwitchNode& node, const engine::TscClock& clock);
   // Waits for a reply in progress, then the command answers {"error": ...}.
   ~FabricTelemetry();
   FabricTelemetry(const FabricTelemetry&) = delete;

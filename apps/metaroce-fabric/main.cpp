@@ -71,12 +71,129 @@ std::vector<fabric_app::DirectionReport> reports(const std::vector<std::unique_p
   return out;
 }
 
+// Stop checks every millisecond at most: a signal, --duration, --exit-when-idle.
+struct StopCheck {
+  const fabric_app::FabricOptions& options;
+  fabric_app::NodeControl& control;
+  std::string stopped_by = "signal";
+  std::uint64_t next_check_ns = 0;
+
+  static std::uint64_t ns(double s) { return static_cast<std::uint64_t>(s * 1e9); }
+  // `last_busy()`: when the node last received or held a frame.
+  template <class LastBusy>
+  void operator()(std::uint64_t now, LastBusy&& last_busy) {
+    if (now < next_check_ns) return;
+    next_check_ns = now + 1'000'000;
+    if (signalled != 0) {
+      stopped_by = "signal";
+      control.stop.store(true);
+    } else if (options.duration_s > 0 && now >= ns(options.duration_s)) {
+      stopped_by = "duration";
+      control.stop.store(true);
+    } else if (options.exit_when_idle_s > 0) {
+      const std::uint64_t busy = last_busy();
+      if (now > busy && now - busy >= ns(options.exit_when_idle_s)) {
+        stopped_by = "idle";
+        control.stop.store(true);
+      }
+    }
+  }
+};
+
+// --ports N: the switch, on this lcore.
+int run_switch(const fabric_app::FabricOptions& options) {
+  std::string error;
+  std::vector<std::unique_ptr<engine::Port>> ports;
+  for (const std::string& name : options.port_names) {
+    ports.push_back(engine::Port::open(name, port_setup(name, options.mbufs), error));
+    if (!ports.back() || !ports.back()->start(error)) {
+      std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
+      return exit_failed;
+    }
+  }
+  std::vector<std::unique_ptr<fabric_app::Direction>> out;
+  std::vector<std::uint16_t> ids;
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    engine::ImpairedLinkConfig c;
+    c.name = fmt::format("sw_out{}", i);
+    c.from_port = ports[i]->id();  // not read: the switch feeds it
+    c.to_port = ports[i]->id();
+    c.fabric = options.out[i];
+    c.mbufs = std::max<std::uint32_t>(1024, options.mbufs / 4);
+    c.data_room = port_setup(ports[i]->name(), options.mbufs).mbuf_data_room;
+    std::unique_ptr<engine::ImpairedLink> link = engine::ImpairedLink::create(std::move(c), error);
+    if (!link) {
+      std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
+      return exit_failed;
+    }
+    out.push_back(std::make_unique<fabric_app::Direction>(fmt::format("port{}_out", i), fmt::format("p{}", i),
+                                                          ports[i]->id(), std::move(link),
+                                                          fabric::to_spec(options.out[i]), true));
+    ids.push_back(ports[i]->id());
+  }
+  fabric_app::SwitchNode node(ids, options.port_names, std::move(out), options.table);
+  fabric_app::NodeControl control;
+  control.idle_sleep_us = options.idle_sleep_us;
+  const engine::TscClock clock;
+  node.publish_st(0, true);
+  const fabric_app::FabricTelemetry telemetry(node, clock);
+  if (!telemetry.registered())
+    std::fprintf(stderr, "metaroce-fabric: warning: /metaroce/fabric could not be registered with rte_telemetry "
+                         "(the stats lines and --json still work)\n");
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const std::uint64_t stats_interval_ns = StopCheck::ns(options.stats_interval_s);
+  std::uint64_t next_stats_ns = stats_interval_ns;
+  StopCheck check{options, control};
+  std::vector<fabric_app::SwitchPortSnapshot> previous = node.snapshot();
+  const auto on_turn = [&](std::uint64_t now) {
+    check(now, [&] { return node.snapshot().front().last_busy_ns; });
+    if (stats_interval_ns != 0 && now >= next_stats_ns) {
+      node.publish_st(now, true);
+      std::vector<fabric_app::SwitchPortSnapshot> current = node.snapshot();
+      fabric_app::print_switch_stats_line(stdout, static_cast<double>(now) / 1e9, current, previous);
+      previous = std::move(current);
+      next_stats_ns += stats_interval_ns;
+      if (next_stats_ns <= now) next_stats_ns = now + stats_interval_ns;
+    }
+  };
+  fabric_app::run_switch_st(node, clock, control, on_turn);
+
+  fabric_app::SwitchSummary summary;
+  summary.duration_s = static_cast<double>(clock.now_ns()) / 1e9;
+  summary.stopped_by = check.stopped_by;
+  summary.routes = node.table().size();
+  summary.ports = node.snapshot();
+  for (std::size_t i = 0; i < summary.ports.size(); ++i) {
+    const fabric_app::SwitchPortSnapshot& p = summary.ports[i];
+    const fabric_app::DirectionTotals& t = p.out;
+    fmt::print(stdout,
+               "port {} ({}): received {}, no route {}; out: routed here {}, forwarded {}, dropped {} (random_loss {}, "
+               "burst_loss {}, queue_full {}, blackhole {}, no_mbuf {}), ecn_marked {}, in flight {}, queue p50 {} "
+               "p99 {} max {} bytes\n",
+               i, p.name, p.in.received, p.in.dropped_no_route, t.received, t.forwarded, t.dropped(),
+               t.dropped_random_loss, t.dropped_burst_loss, t.dropped_queue_full, t.dropped_blackhole,
+               t.dropped_no_mbuf, t.ecn_marked, t.in_flight, p.queue.p50_bytes, p.queue.p99_bytes, p.queue.max_bytes);
+  }
+  int status = exit_ok;
+  if (!options.json_path.empty() &&
+      !fabric_app::write_json_file(options.json_path, fabric_app::switch_summary_json(summary), error)) {
+    std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
+    status = exit_failed;
+  }
+  for (auto& p : ports) p->stop();
+  node.destroy_links_st();
+  return status;
+}
+
 int run(const fabric_app::FabricOptions& options) {
   std::string error;
   if (!engine::start_eal_with_arguments(fabric_app::eal_command_line(options.eal_args), error)) {
     std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
     return exit_failed;
   }
+  if (options.ports != 0) return run_switch(options);
   std::unique_ptr<engine::Port> port_a = engine::Port::open(options.port_a, port_setup(options.port_a, options.mbufs), error);
   std::unique_ptr<engine::Port> port_b =
       port_a ? engine::Port::open(options.port_b, port_setup(options.port_b, options.mbufs), error) : nullptr;
@@ -129,29 +246,18 @@ int run(const fabric_app::FabricOptions& options) {
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const auto ns = [](double s) { return static_cast<std::uint64_t>(s * 1e9); };
-  const std::uint64_t stats_interval_ns = ns(options.stats_interval_s);
+  const std::uint64_t stats_interval_ns = StopCheck::ns(options.stats_interval_s);
   std::uint64_t next_stats_ns = stats_interval_ns;
-  std::uint64_t next_check_ns = 0;
-  std::string stopped_by = "signal";
+  StopCheck check{options, control};
   std::vector<fabric_app::DirectionReport> previous = reports(directions);
   const auto on_turn = [&](std::uint64_t now) {
-    if (now < next_check_ns) return;
-    next_check_ns = now + 1'000'000;  // checks every millisecond at most
-    if (signalled != 0) {
-      stopped_by = "signal";
-      control.stop.store(true);
-    } else if (options.duration_s > 0 && now >= ns(options.duration_s)) {
-      stopped_by = "duration";
-      control.stop.store(true);
-    } else if (options.exit_when_idle_s > 0) {
+    const std::uint64_t checked = check.next_check_ns;
+    check(now, [&] {
       std::uint64_t last_busy = 0;
       for (const auto& d : directions) last_busy = std::max(last_busy, d->snapshot().last_busy_ns);
-      if (now > last_busy && now - last_busy >= ns(options.exit_when_idle_s)) {
-        stopped_by = "idle";
-        control.stop.store(true);
-      }
-    }
+      return last_busy;
+    });
+    if (check.next_check_ns == checked) return;  // at most every millisecond, as the checks
     if (stats_interval_ns != 0 && now >= next_stats_ns) {
       for (fabric_app::Direction* d : here) d->publish_st(now, false);
       std::vector<fabric_app::DirectionReport> current = reports(directions);
@@ -170,7 +276,7 @@ int run(const fabric_app::FabricOptions& options) {
   summary.port_b = options.port_b;
   summary.duration_s = elapsed_s;
   summary.lcores = threaded ? 2 : 1;
-  summary.stopped_by = stopped_by;
+  summary.stopped_by = check.stopped_by;
   summary.directions = reports(directions);
   for (const fabric_app::DirectionReport& d : summary.directions) {
     const fabric_app::DirectionTotals& t = d.snapshot.totals;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "cc/fair_share.hpp"
 #include "cc/registry.hpp"
 #include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
@@ -570,6 +571,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
       cc_config.metaroce.paths = o.paths;  // one window per path of the connection
       std::string ignored;
       return cc::make(o.cc, cc_config, ignored);
+    };
+    // Each host's receive share; with several lcores per side each host
+    // takes an equal slice of the port's capacity (Loopback divides the
+    // link rate, this an explicit capacity).
+    config.receive_share = [&o](std::uint32_t link_speed_mbps) -> std::unique_ptr<transport::ReceiveShare> {
+      return cc::make_receive_share(o.receive_capacity_bps / o.lcores, link_speed_mbps);
     };
   }
   // Both sides of every lane on lcores of their own, or (one lane, one

@@ -8,6 +8,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/preset_iface.hpp"
+#include "common/receive_capacity.hpp"
 #include "fabric/spec.hpp"
 #include "stack/address.hpp"
 #include "wire/ip_address.hpp"
@@ -51,7 +52,7 @@ po::options_description describe() {
                                                  "perftest's -t, per QP: -q N has up to N times as many in "
                                                  "flight in all)")
       ("paths", po::value<std::uint16_t>(), "paths (UDP source ports) of the connection, 1..64 (default 4)")
-      ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1)")
+      ("streams", po::value<std::uint16_t>(), "ordered streams, 1..1024 (default 1; metaroce mode only)")
       ("qps,q", po::value<std::uint32_t>(), "connections (QP pairs), 1..16384 (default 1); -n counts "
                                             "the messages of them all. --loopback posts as perftest does, a "
                                             "burst of up to -t to each connection in turn; --client one "
@@ -87,6 +88,7 @@ po::options_description describe() {
                                               "connections and share of -n (-q at least N; not with --fabric, "
                                               "--capture or --raw)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
+      ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
               "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
               "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
@@ -163,7 +165,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
       !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message) ||
-      !in_range<std::uint16_t>(vm, "lcores", 1, max_lcores, o.lcores, message))
+      !in_range<std::uint16_t>(vm, "lcores", 1, max_lcores, o.lcores, message) ||
+      !apps::read_receive_capacity(vm, o.receive_capacity_bps, message))
     return ParseOutcome::error;
   if ((o.psn_window & (o.psn_window - 1)) != 0) {
     message = fmt::format("--psn-window {} is not a power of two: give 256, 512, ... 16384", o.psn_window);
@@ -180,11 +183,22 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     message = fmt::format("--mode '{}' is not a mode: give metaroce or rocev2", vm["mode"].as<std::string>());
     return ParseOutcome::error;
   }
-  if (o.mode == transport::Mode::rocev2 && vm.count("paths") && o.paths != 1) {
-    message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";
-    return ParseOutcome::error;
+  // An RC queue pair has one path and one receive queue, consumed in
+  // posting order: there are no streams to complete independently (for N
+  // ordered queues, give -q N connections, as perftest does).
+  if (o.mode == transport::Mode::rocev2) {
+    if (vm.count("paths") && o.paths != 1) {
+      message = "--mode rocev2 has exactly one path: drop --paths or give --paths 1";
+      return ParseOutcome::error;
+    }
+    if (vm.count("streams") && o.streams != 1) {
+      message = "--mode rocev2 has one ordered receive queue per connection: drop --streams or give --streams 1 "
+                "(for N queues, give -q N)";
+      return ParseOutcome::error;
+    }
+    o.paths = 1;
+    o.streams = 1;
   }
-  if (o.mode == transport::Mode::rocev2) o.paths = 1;
   if (vm.count("op")) {
     const std::string op = vm["op"].as<std::string>();
     if (op == "write") o.op = PerfOp::write;

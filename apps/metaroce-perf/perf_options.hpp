@@ -69,6 +69,7 @@ struct PerfOptions {
   // --lcores: lcores per side (--loopback: a sender and a receiver each,
   // lane k carrying the connections of queue k).
   std::uint16_t lcores = 1;
+  std::uint64_t receive_capacity_bps = 0;  // --receive-capacity; 0: each receiving port's link rate
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
 };

@@ -167,6 +167,7 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.name = o.role == PerfRole::server ? "server" : "client";
   r.mtu = o.mtu;
   r.idle_sleep_us = o.idle_sleep_us;
+  r.receive_capacity_bps = o.receive_capacity_bps;
   r.connect_timeout_s = o.cm_timeout_s;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.

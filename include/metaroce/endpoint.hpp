@@ -46,6 +46,11 @@ struct EndpointConfig {
   // the mbuf instead of copied (0: the engine's default; 65535: never).
   std::uint32_t zero_copy_threshold = 0;
   double connect_timeout_s = 3.0;     // connection requests are repeated for this long
+  // Bits per second this port may receive: the receive share divides it
+  // among the connections with `metaroce` congestion control that send
+  // here (their rate hint). 0: the port's link rate less 3% (100 Gb/s when
+  // the driver reports none).
+  std::uint64_t receive_capacity_bps = 0;
 };
 
 struct ConnectOptions {
@@ -206,7 +211,9 @@ class Endpoint {
   bool run_until(const std::function<bool()>& done, double timeout_s);
 
   // "host" (frames, drops by cause, the port's own drops), "cm" (the
-  // connection manager) and "connection" (the sum over open connections).
+  // connection manager), "connection" (the sum over open connections) and
+  // "receive_share" (the port's: capacity_mbps, connections attached, and
+  // what it counted: arrivals, hints, senders).
   [[nodiscard]] std::vector<CounterGroup> counters() const;
   [[nodiscard]] std::string mac() const;        // the port's, xx:xx:xx:xx:xx:xx
   [[nodiscard]] std::string port_name() const;  // e.g. net_memif0

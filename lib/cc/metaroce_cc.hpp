@@ -49,6 +49,7 @@ class MetaroceCc final : public transport::CongestionControl {
   [[nodiscard]] std::uint32_t connection_window() const override;
   [[nodiscard]] std::uint64_t pacing_rate_bps(transport::Time now) override;
   [[nodiscard]] std::string_view name() const override { return "metaroce"; }
+  [[nodiscard]] bool follows_rate_hint() const noexcept override { return true; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept override {
     return sizeof(*this) + paths_.capacity() * sizeof(Path);
   }

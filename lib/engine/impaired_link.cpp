@@ -147,29 +147,33 @@ std::size_t ImpairedLink::forward_once(std::uint64_t now_ns) {
   constexpr std::uint16_t burst = 32;
   std::array<rte_mbuf*, burst> rx{};
   const std::uint16_t n = rte_eth_rx_burst(config_.from_port, config_.from_queue, rx.data(), burst);
-  for (std::uint16_t i = 0; i < n; ++i) {
-    rte_mbuf* m = rx[i];
-    counters_.received_bytes += m->pkt_len;
-    if (config_.tap) {
-      bool linearized = false;
-      config_.tap(frame_bytes(m, scratch_, linearized), now_ns);
-    }
-    if (m->nb_segs != 1) {
-      // The model reads and writes a frame as one span.
-      rte_mbuf* flat = rte_pktmbuf_copy(m, copies_, 0, UINT32_MAX);
-      rte_pktmbuf_free(m);
-      if (flat == nullptr || flat->nb_segs != 1) {
-        if (flat != nullptr) rte_pktmbuf_free(flat);
-        ++counters_.dropped_no_mbuf;
-        continue;
-      }
-      ++counters_.rx_linearized;
-      m = flat;
-    }
-    fabric_->model.submit(now_ns, MbufFrame(m));
-  }
-  counters_.received += n;
+  for (std::uint16_t i = 0; i < n; ++i) submit(now_ns, rx[i]);
+  return n + release_once(now_ns);
+}
 
+void ImpairedLink::submit(std::uint64_t now_ns, rte_mbuf* m) {
+  ++counters_.received;
+  counters_.received_bytes += m->pkt_len;
+  if (config_.tap) {
+    bool linearized = false;
+    config_.tap(frame_bytes(m, scratch_, linearized), now_ns);
+  }
+  if (m->nb_segs != 1) {
+    // The model reads and writes a frame as one span.
+    rte_mbuf* flat = rte_pktmbuf_copy(m, copies_, 0, UINT32_MAX);
+    rte_pktmbuf_free(m);
+    if (flat == nullptr || flat->nb_segs != 1) {
+      if (flat != nullptr) rte_pktmbuf_free(flat);
+      ++counters_.dropped_no_mbuf;
+      return;
+    }
+    ++counters_.rx_linearized;
+    m = flat;
+  }
+  fabric_->model.submit(now_ns, MbufFrame(m));
+}
+
+std::size_t ImpairedLink::release_once(std::uint64_t now_ns) {
   fabric_->model.release_to(now_ns, [this](std::uint64_t, std::uint32_t, MbufFrame&& frame) {
     rte_mbuf* m = frame.release();
     tx_pending_.push_back(m);
@@ -177,8 +181,10 @@ std::size_t ImpairedLink::forward_once(std::uint64_t now_ns) {
   });
   const std::size_t before = counters_.transmitted;
   transmit_pending();
-  return n + (counters_.transmitted - before);
+  return counters_.transmitted - before;
 }
+
+std::uint64_t ImpairedLink::queued_bytes(std::uint64_t now_ns) { return fabric_->model.queued_bytes(now_ns); }
 
 void ImpairedLink::transmit_pending() {
   constexpr std::size_t burst = 32;

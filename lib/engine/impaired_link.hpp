@@ -84,6 +84,15 @@ class ImpairedLink {
   // frames received plus frames transmitted.
   std::size_t forward_once(std::uint64_t now_ns);
 
+  // The same in two halves, for a switch's output port fed from several
+  // input ports (the caller received and routed the frames; `from` is not
+  // read): submit takes one frame (its mbuf now the link's), release_once
+  // moves what is due to `to` and returns the frames `to` took.
+  void submit(std::uint64_t now_ns, rte_mbuf* frame);
+  std::size_t release_once(std::uint64_t now_ns);
+  // Bytes in the model's output queue(s) at `now_ns` (0 without `rate`).
+  [[nodiscard]] std::uint64_t queued_bytes(std::uint64_t now_ns);
+
   [[nodiscard]] const ImpairedLinkCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] const fabric::FabricCounters& fabric_counters() const noexcept;
   [[nodiscard]] const fabric::FabricConfig& fabric_config() const noexcept;

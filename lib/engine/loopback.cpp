@@ -53,6 +53,14 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     return out != nullptr;
   };
   if (!make_node("A", *lb->port_a_, lb->node_a_) || !make_node("B", *lb->port_b_, lb->node_b_)) return nullptr;
+  if (config.receive_share) {
+    for (std::uint16_t k = 0; k < config.lcores; ++k) {
+      lb->shares_a_.push_back(config.receive_share(lb->port_a_->link().speed_mbps / config.lcores));
+      lb->shares_b_.push_back(config.receive_share(lb->port_b_->link().speed_mbps / config.lcores));
+      lb->node_a_->host(k).host().set_receive_share(lb->shares_a_.back().get());
+      lb->node_b_->host(k).host().set_receive_share(lb->shares_b_.back().get());
+    }
+  }
 
   if (linked) {
     ImpairedLinkConfig fwd;

@@ -55,6 +55,10 @@ struct LoopbackConfig {
   // The congestion control of each connection end (called once per end);
   // empty: none (path_window bounds each path).
   std::function<std::unique_ptr<transport::CongestionControl>()> congestion;
+  // Each host's receive share, made once its port is up (from its link
+  // rate, divided by lcores); empty: none. Connections with a controller that follows the
+  // rate hint are attached to their host's (Host::set_receive_share).
+  std::function<std::unique_ptr<transport::ReceiveShare>(std::uint32_t link_speed_mbps)> receive_share;
   bool inline_link = false;  // put the links in even without impairment (for the tap)
   fabric::FabricConfig forward{};   // A -> B
   fabric::FabricConfig backward{};  // B -> A
@@ -85,6 +89,14 @@ class Loopback {
   [[nodiscard]] transport::Connection& connection_a(std::size_t i = 0) noexcept { return *connections_a_[i]; }
   [[nodiscard]] transport::Connection& connection_b(std::size_t i = 0) noexcept { return *connections_b_[i]; }
   [[nodiscard]] std::size_t qps() const noexcept { return connections_a_.size(); }
+  // Host A's and B's receive shares (nullptr without config.receive_share).
+  // Host `lcore` of A's and B's receive shares (nullptr without config.receive_share).
+  [[nodiscard]] const transport::ReceiveShare* receive_share_a(std::uint16_t lcore = 0) const noexcept {
+    return shares_a_.empty() ? nullptr : shares_a_[lcore].get();
+  }
+  [[nodiscard]] const transport::ReceiveShare* receive_share_b(std::uint16_t lcore = 0) const noexcept {
+    return shares_b_.empty() ? nullptr : shares_b_[lcore].get();
+  }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
@@ -96,6 +108,10 @@ class Loopback {
  private:
   Loopback() = default;
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
+  // One per host, outliving the hosts' connections. A host's share is its
+  // own (a share is written by its lcore only): with several lcores each
+  // takes an equal slice of the port's link rate, not one aggregate.
+  std::vector<std::unique_ptr<transport::ReceiveShare>> shares_a_, shares_b_;
   std::unique_ptr<Node> node_a_, node_b_;
   std::unique_ptr<ImpairedLink> forward_, backward_;
   std::vector<transport::Connection*> connections_a_, connections_b_;

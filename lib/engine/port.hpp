@@ -64,6 +64,9 @@ class Port {
   bool start(std::string& error);
   // False when the PMD refused (the port is still started).
   bool stop() noexcept;
+  // Before the last stop of a net_memif port in server role: waits, idle,
+  // for the client end to leave first (at most 2 s; port.cpp says why).
+  void wait_for_memif_peer_departure() const noexcept;
   [[nodiscard]] bool started() const noexcept { return started_; }
   [[nodiscard]] LinkState link() const;
 

@@ -102,6 +102,12 @@ class BasicImpairment {
     return in_flight_.empty() ? ~std::uint64_t{0} : in_flight_.front().due_ns;
   }
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_.size(); }
+  // Bytes waiting in the rate queue(s) at `now` (0 without `rate`).
+  [[nodiscard]] std::uint64_t queued_bytes(std::uint64_t now) {
+    std::uint64_t n = 0;
+    for (RateQueue& q : queues_) n += q.queued_bytes(now);
+    return n;
+  }
   [[nodiscard]] const FabricCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] const FabricConfig& config() const noexcept { return config_; }
 

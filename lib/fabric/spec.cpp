@@ -313,6 +313,8 @@ std::string format_time(std::uint64_t ns) {
 
 }  // namespace
 
+std::optional<std::uint64_t> parse_rate(std::string_view text) { return parse_with_unit(text, rate_units); }
+
 FabricSpecResult parse_fabric_spec(std::string_view spec) { return SpecParser(spec).run(); }
 
 FabricConfig parse_fabric_spec_or_throw(std::string_view spec) {

@@ -3,6 +3,8 @@
 //   "loss 1% delay 10us jitter 2us rate 25gbit paths 8 spread 20us"
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +25,10 @@ struct FabricSpecResult {
 
 // Throws std::invalid_argument carrying the parser's message.
 [[nodiscard]] FabricConfig parse_fabric_spec_or_throw(std::string_view spec);
+
+// A rate as the spec writes one ("2gbit", "500mbit": bit, kbit, mbit, gbit
+// or tbit) in bits per second; nullopt for anything else.
+[[nodiscard]] std::optional<std::uint64_t> parse_rate(std::string_view text);
 
 // The canonical spec of a config: parse_fabric_spec(to_spec(c)).config == c.
 [[nodiscard]] std::string to_spec(const FabricConfig& config);

@@ -38,9 +38,12 @@ transport::Connection* Host::add_connection(const transport::ConnectionConfig& c
                         config_.queues, config_.queue);
     return nullptr;
   }
+  const bool hinted = receive_share_ != nullptr && config.mode == transport::Mode::metaroce &&
+                      congestion != nullptr && congestion->follows_rate_hint();
   auto c = transport::Connection::create(config, memory_, wheel_, std::move(congestion), error, &pools_);
   if (!c) return nullptr;
   auto* raw = c.get();
+  if (hinted) raw->attach_receive_share(receive_share_);
   connections_[config.local_qpn] = std::move(c);
   raw->attach_ready_list(&ready_);
   raw->attach_completion_list(&with_completions_);

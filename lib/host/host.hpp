@@ -104,6 +104,14 @@ class alignas(64) Host {
   bool remove_connection(std::uint32_t local_qpn);
   [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
 
+  // The receive share of the port this host receives on (not owned; it
+  // must outlive the connections or be set to nullptr first): from now on
+  // every metaroce-mode connection whose controller follows the rate hint
+  // is attached to it when created, so its ACKs carry the receiver's fair
+  // share. nullptr: none (connections made before keep theirs).
+  void set_receive_share(transport::ReceiveShare* share) noexcept { receive_share_ = share; }
+  [[nodiscard]] transport::ReceiveShare* receive_share() const noexcept { return receive_share_; }
+
   // Frames addressed to QP 1 (the connection manager's, lib/cm) go to this
   // handler instead of a connection; without one they count as unknown QPN.
   using ManagementHandler = std::function<void(std::uint64_t now_ns, const wire::ParsedFrame&)>;
@@ -202,6 +210,7 @@ class alignas(64) Host {
   std::size_t held_head_ = 0;  // next held frame to give
   ManagementHandler management_;
   std::unique_ptr<Neighbours> neighbours_;
+  transport::ReceiveShare* receive_share_ = nullptr;
   std::vector<std::vector<std::uint8_t>> neighbour_frames_;
 };
 

@@ -157,6 +157,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   c.max_connections = config.max_connections;
   c.idle_sleep_us = config.idle_sleep_us;
   c.cm_timeout_s = config.connect_timeout_s;
+  c.receive_capacity_bps = config.receive_capacity_bps;
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
             "arguments that create it";
@@ -384,7 +385,7 @@ bool Endpoint::run_until(const std::function<bool()>& done, double timeout_s) {
 }
 
 std::vector<CounterGroup> Endpoint::counters() const {
-  std::vector<CounterGroup> out(3);
+  std::vector<CounterGroup> out(4);
   impl_->endpoint.host->refresh_port_counters();
   out[0] = host_group(impl_->endpoint.host->counters());
   out[1].name = "cm";
@@ -395,6 +396,11 @@ std::vector<CounterGroup> Endpoint::counters() const {
   transport::ConnectionCounters sum;
   for (const auto& [qpn, c] : impl_->connections) stack::add_counters(sum, c->impl().connection->counters());
   out[2] = {"connection", counter_list(sum)};
+  const cc::FairShare& share = *impl_->endpoint.receive_share;
+  out[3].name = "receive_share";
+  out[3].counters.push_back({"capacity_mbps", share.capacity_bps() / 1'000'000});
+  out[3].counters.push_back({"connections", share.listeners()});
+  share.counters().visit([&](const std::string& name, std::uint64_t v) { out[3].counters.push_back({name, v}); });
   return out;
 }
 

@@ -122,7 +122,10 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
 Endpoint::~Endpoint() {
   telemetry.reset();  // it reads the host: unregistered first
   host.reset();       // connections and tx mbufs before the port stops
-  if (port) port->stop();
+  if (port) {
+    port->wait_for_memif_peer_departure();
+    port->stop();
+  }
 }
 
 transport::Connection* Endpoint::add_connection(const transport::ConnectionConfig& config,
@@ -186,6 +189,8 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   e.idle_sleep_us = o.idle_sleep_us;
   e.host = engine::EngineHost::create(host_config, error);
   if (!e.host) return false;
+  e.receive_share = cc::make_receive_share(o.receive_capacity_bps, e.port->link().speed_mbps);
+  e.host->host().set_receive_share(e.receive_share.get());
   cm::ManagerConfig cm_config;
   cm_config.local.local_mac = e.port->mac();
   if (!wire::parse_ip(o.local_ip, e.local_address)) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/fair_share.hpp"
 #include "cm/manager.hpp"
 #include "engine/eal.hpp"
 #include "engine/engine_host.hpp"
@@ -51,6 +52,9 @@ struct EndpointConfig {
   // times, this far apart, before it gives up.
   std::uint32_t neighbour_tries = 3;
   double neighbour_retry_s = 1.0;
+  // What this port may receive (--receive-capacity), the receive share's
+  // capacity; 0: the port's link rate (cc::port_receive_capacity).
+  std::uint64_t receive_capacity_bps = 0;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
@@ -77,6 +81,9 @@ struct Endpoint {
   std::unique_ptr<engine::EngineHost> host;
   std::unique_ptr<cm::Manager> cm;
   std::unique_ptr<engine::TelemetryPublisher> telemetry;  // the host and its open connections (add_connection)
+  // The port's receive share: every connection with `metaroce` congestion
+  // control that receives here is attached to it (Host::set_receive_share).
+  std::unique_ptr<cc::FairShare> receive_share;
   std::vector<cm::Event> events;
   std::vector<std::vector<std::uint8_t>> cm_frames;
   std::uint32_t idle_sleep_us = 0;

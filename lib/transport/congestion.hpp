@@ -33,6 +33,9 @@ class CongestionControl {
   // timing wheel.
   [[nodiscard]] virtual std::uint64_t pacing_rate_bps(Time) { return 0; }
   [[nodiscard]] virtual std::string_view name() const = 0;
+  // True when it paces by the receiver's rate hint (on_rate_hint): the
+  // receiving end's connection then reports to its host's receive share.
+  [[nodiscard]] virtual bool follows_rate_hint() const noexcept { return false; }
   // Bytes the algorithm's state takes (the object and what it allocated).
   [[nodiscard]] virtual std::size_t memory_bytes() const noexcept = 0;
 };

@@ -155,6 +155,75 @@ TEST(FairShare, LightSendersKeepWhatTheyUseAndTheRestIsShared) {
   EXPECT_EQ(share.share_mbps(2, 10'000), (100'000 - 1250) / 2);  // the rest, split
 }
 
+// What the share hands out sums to its capacity: light senders keep their
+// use plus headroom, the heavy ones split exactly the rest.
+TEST(FairShare, AllocationsSumToTheCapacity) {
+  FairShareParams p;
+  p.capacity_bps = 2'000'000'000;
+  p.measure_period = 10'000;
+  FairShare share(p);
+  for (std::uint32_t s = 1; s <= 5; ++s) share.on_arrival(s, s == 1 ? 125 : 10'000, 0);
+  for (std::uint32_t s = 1; s <= 5; ++s) (void)share.share_mbps(s, 0);  // each told 400 Mb/s
+  for (std::uint32_t s = 1; s <= 5; ++s) share.on_arrival(s, 1, 10'000);  // measured: 1 used 100 Mb/s
+  const std::vector<Allocation> a = share.allocations(10'000);
+  ASSERT_EQ(a.size(), 5u);
+  double sum = 0;
+  for (const Allocation& x : a) sum += x.bps;
+  EXPECT_DOUBLE_EQ(sum, 2e9);
+  EXPECT_TRUE(a[0].light);
+  EXPECT_DOUBLE_EQ(a[0].bps, 125e6);  // 100 Mb/s x 1.25
+  EXPECT_DOUBLE_EQ(a[1].bps, (2e9 - 125e6) / 4);
+  const ShareDemand d = share.demand(10'000);
+  EXPECT_EQ(d.heavy, 4u);
+  EXPECT_DOUBLE_EQ(d.light_bps, 125e6);
+}
+
+TEST(FairShare, CountsArrivalsHintsAndStarts) {
+  FairShare share(FairShareParams{});
+  share.on_arrival(7, 1000, 0);
+  share.on_arrival(8, 500, 0);
+  share.on_arrival(7, 1000, 1'000);
+  (void)share.share_mbps(7, 1'000);
+  share.on_arrival(7, 1000, 1'000'000);  // back after the active window: a start again
+  const FairShareCounters& c = share.counters();
+  EXPECT_EQ(c.arrivals, 4u);
+  EXPECT_EQ(c.arrival_bytes, 3500u);
+  EXPECT_EQ(c.hints, 1u);
+  EXPECT_EQ(c.generations, 3u);
+  EXPECT_EQ(c.max_active_senders, 2u);
+}
+
+TEST(FairShare, PortCapacityFromTheOptionOrTheLink) {
+  EXPECT_EQ(port_receive_capacity(2'000'000'000, 100'000), 2'000'000'000u);  // given: as given
+  EXPECT_EQ(port_receive_capacity(0, 10'000), 9'700'000'000u);             // the link less 3%
+  EXPECT_EQ(port_receive_capacity(0, 0), FairShareParams{}.capacity_bps);   // no link rate reported
+  EXPECT_EQ(make_receive_share(0, 25'000)->capacity_bps(), 24'250'000'000u);
+}
+
+// Two lcores' fronts on one port: 3 heavy senders on one, 1 on the other
+// and a light one; every heavy sender gets the same share whichever front
+// it is on, and the fronts' capacities sum to the port's.
+TEST(PortShare, DividesThePortAmongFrontsBySenders) {
+  const PortShare port(2'000'000'000);
+  const std::vector<std::uint64_t> parts = port.rebalance({{3, 0}, {1, 100e6}, {0, 0}});
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0] + parts[1] + parts[2], 2'000'000'000u);
+  EXPECT_EQ(parts[0], 1'425'000'000u);             // 3 x (2 G - 100 M) / 4
+  EXPECT_EQ(parts[1], 100'000'000u + 475'000'000u);  // its light sender's use + one heavy part
+  EXPECT_EQ(parts[2], 0u);                          // nobody there while others are heavy
+  // Nobody heavy anywhere: the idle front gets what the light ones leave.
+  const std::vector<std::uint64_t> idle = port.rebalance({{0, 300e6}, {0, 0}});
+  EXPECT_EQ(idle[0], 300'000'000u);
+  EXPECT_EQ(idle[1], 1'700'000'000u);
+  // A front set to its part gives each of its heavy senders the same share.
+  FairShareParams p;
+  p.capacity_bps = parts[0];
+  FairShare front(p);
+  for (std::uint32_t s = 1; s <= 3; ++s) front.on_arrival(s, 1000, 0);
+  EXPECT_EQ(front.share_mbps(1, 0), 475u);
+  EXPECT_TRUE(port.rebalance({}).empty());
+}
+
 TEST(Registry, MakesEachAlgorithmByName) {
   std::string error;
   CcConfig config;

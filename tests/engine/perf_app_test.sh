@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..25"
+echo "1..37"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -46,6 +46,24 @@ check "the connections' counters add up to 3000 data packets sent and 3000 recei
 status=$?
 check "rocev2 with dcqcn, SEND through 0.5% loss: every byte verified" \
   "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+# Every operation in both modes with one and with eight streams, through 1%
+# loss: metaroce completes each stream in order; rocev2 has one ordered
+# receive queue per connection and refuses --streams above 1 in one line.
+for mode in metaroce rocev2; do
+  for op in write write-imm send; do
+    for streams in 1 8; do
+      "$perf" --mode $mode --op $op --streams $streams -s 1000 -n 400 --verify --fabric "loss 1%" >"$work/out" 2>&1
+      status=$?
+      if [ $mode = rocev2 ] && [ $streams -gt 1 ]; then
+        check "rocev2 $op --streams $streams: exit 2, one line saying to give -q N instead" \
+          "[ $status -eq 2 ] && head -n 1 '$work/out' | grep -q 'one ordered receive queue per connection: drop --streams or give --streams 1 (for N queues, give -q N)'"
+      else
+        check "$mode $op --streams $streams through 1% loss: every message verified" \
+          "[ $status -eq 0 ] && grep -Eq '^ 1000 +400 ' '$work/out' && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+      fi
+    done
+  done
+done
 # Faults on the wire: 1% of the frames corrupted, 5% duplicated, both ways.
 for mode in metaroce rocev2; do
   "$perf" --mode $mode -s 65536 -n 2000 --verify --fabric "corrupt 1% duplicate 5%" --json "$work/fault.json" >"$work/out" 2>&1
