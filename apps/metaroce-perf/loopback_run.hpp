@@ -1,6 +1,9 @@
 // metaroce-perf --loopback: both ends in one process (engine::Loopback), the
 // sender on the main lcore, the receiver on a worker lcore (or both on one
-// when EAL has a single lcore), one fresh loopback per message size.
+// when EAL has a single lcore), one fresh loopback per message size. With
+// --lcores N each side is a node of N lcores: lane k (sender host k and
+// receiver host k, each on an lcore of its own) carries the connections
+// of queue k and its share of the messages.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +35,27 @@ struct TurnCounts {
   }
 };
 
+// One lcore of one side (--loopback): its connections, the data packets it
+// sent (sender) or placed (receiver), its turns and their cost, by the TSC
+// (busy turns) and by its thread's CPU time (CLOCK_THREAD_CPUTIME_ID: with
+// more lcores than CPUs, TSC cycles include the time another thread had
+// the CPU).
+struct LcoreResult {
+  const char* side = "sender";  // "sender" | "receiver"
+  unsigned lcore = 0;           // EAL lcore id
+  std::uint32_t connections = 0;
+  std::uint64_t data_packets = 0;
+  std::uint64_t busy_cycles = 0;
+  std::uint64_t turns = 0, busy_turns = 0;
+  std::uint64_t cpu_ns = 0;
+  [[nodiscard]] double busy_cycles_per_packet() const noexcept {
+    return data_packets != 0 ? double(busy_cycles) / double(data_packets) : 0.0;
+  }
+  [[nodiscard]] double idle_share() const noexcept {
+    return turns != 0 ? 1.0 - double(busy_turns) / double(turns) : 0.0;
+  }
+};
+
 struct SizeResult {
   std::uint64_t size = 0;
   std::uint64_t messages = 0;  // completed successfully
@@ -55,6 +79,9 @@ struct SizeResult {
   std::uint64_t receiver_turns = 0, receiver_busy_turns = 0;
   double receiver_cycles_per_packet = 0.0;
   bool shared_lcore = false;  // both sides on one lcore
+  // --loopback: each lcore, sender lanes and receiver lanes in turn
+  // (--lcores N: 2N entries; the sums over them are the totals above).
+  std::vector<LcoreResult> lcores;
   // --loopback: this process's resident memory before the connections were
   // created (ports, pools and hosts up), just after, and after the traffic
   // (apps/common/process_memory.hpp). Both ends are here: 2 x -q connection

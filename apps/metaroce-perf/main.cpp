@@ -3,10 +3,13 @@
 // port (see doc/APPS.md, "metaroce-perf").
 #include <rte_eal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "common/pcap_file.hpp"
 #include "engine/eal.hpp"
@@ -30,7 +33,13 @@ bool start_eal(const metaroce::perf::PerfOptions& o, std::string& error) {
   }
   metaroce::engine::EalOptions eal;
   eal.program_name = "metaroce-perf";
-  eal.lcores = std::thread::hardware_concurrency() >= 2 ? "0-1" : "0";
+  // A sender and a receiver lcore per --lcores, mapped onto the CPUs there
+  // are when they are fewer (threads then share CPUs: use --idle-sleep-us).
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned wanted = 2u * o.lcores;
+  if (o.lcores == 1) eal.lcores = cpus >= 2 ? "0-1" : "0";
+  else if (wanted <= cpus) eal.lcores = fmt::format("0-{}", wanted - 1);
+  else eal.lcores = fmt::format("(0-{})@(0-{})", wanted - 1, cpus - 1);
   eal.log_level = "error";
   return metaroce::engine::start_eal(eal, error);
 }

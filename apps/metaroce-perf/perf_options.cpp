@@ -85,6 +85,10 @@ po::options_description describe() {
       ("zero-copy-threshold", po::value<std::uint32_t>(),
        "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
        "the faster over net_ring)")
+      ("lcores", po::value<std::uint16_t>(), "--loopback: lcores per side, 1..16 (default 1); connections "
+                                              "spread evenly over them, each lcore owning its own queue, "
+                                              "connections and share of -n (-q at least N; not with --fabric, "
+                                              "--capture or --raw)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
       ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
@@ -95,6 +99,8 @@ po::options_description describe() {
 
 // -q and --max-connections: "thousands of connections per host".
 constexpr std::uint32_t max_qps = 16384;
+// --lcores: 2 x 16 lcore threads fit EAL's 128.
+constexpr std::uint16_t max_lcores = 16;
 
 template <class T>
 bool in_range(const po::variables_map& vm, const char* key, T min, T max, T& out, std::string& message) {
@@ -161,6 +167,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
       !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message) ||
+      !in_range<std::uint16_t>(vm, "lcores", 1, max_lcores, o.lcores, message) ||
       !apps::read_receive_capacity(vm, o.receive_capacity_bps, message))
     return ParseOutcome::error;
   if ((o.psn_window & (o.psn_window - 1)) != 0) {
@@ -340,6 +347,22 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   o.raw = vm.count("raw") != 0;
+  if (o.lcores > 1) {
+    const char* clash = o.role != PerfRole::loopback ? "--server/--client (one lcore per end there)"
+                        : vm.count("fabric")          ? "--fabric (the inline fabric forwards one queue)"
+                        : vm.count("capture")         ? "--capture (the capture forwards one queue)"
+                        : o.raw                       ? "--raw"
+                                                      : nullptr;
+    if (clash != nullptr) {
+      message = fmt::format("--lcores {} is for --loopback with several queues: drop {}, or --lcores", o.lcores, clash);
+      return ParseOutcome::error;
+    }
+    if (o.qps < o.lcores) {
+      message = fmt::format("--lcores {} with -q {}: every lcore needs a connection: give -q {} or more", o.lcores,
+                            o.qps, o.lcores);
+      return ParseOutcome::error;
+    }
+  }
   if (o.raw) {
     const char* clash = o.role != PerfRole::loopback ? "--server/--client"
                         : vm.count("fabric")          ? "--fabric"

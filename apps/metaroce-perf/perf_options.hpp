@@ -83,6 +83,9 @@ struct PerfOptions {
   std::string capture_path;
   std::uint32_t zero_copy_threshold = 0;  // 0: the engine's default
   std::uint32_t idle_sleep_us = 0;
+  // --lcores: lcores per side (--loopback: a sender and a receiver each,
+  // lane k carrying the connections of queue k).
+  std::uint16_t lcores = 1;
   std::uint64_t receive_capacity_bps = 0;  // --receive-capacity; 0: each receiving port's link rate
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults

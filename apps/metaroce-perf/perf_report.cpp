@@ -166,6 +166,18 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    static_cast<unsigned long long>(s.size), s.shared_lcore ? " (on the sender's lcore)" : " lcore",
                    s.receiver_cycles_per_packet, 100.0 * double(s.receiver_busy_turns) / double(s.receiver_turns));
   }
+  // --lcores N: every lcore of each side, its packets and what they cost
+  // (TSC cycles of its busy turns; CPU ns from its thread's CPU time).
+  for (const auto& s : run.sizes) {
+    if (s.lcores.size() <= 2) break;
+    std::fprintf(out, " size %llu: #side     lcore  connections  data packets  busy cycles/packet  CPU ns/packet  idle share\n",
+                 static_cast<unsigned long long>(s.size));
+    for (const LcoreResult& l : s.lcores)
+      std::fprintf(out, " size %llu:  %-9s %-6u %-12u %-13llu %-19.0f %-14.1f %.1f%%\n",
+                   static_cast<unsigned long long>(s.size), l.side, l.lcore, l.connections,
+                   static_cast<unsigned long long>(l.data_packets), l.busy_cycles_per_packet(),
+                   l.data_packets != 0 ? double(l.cpu_ns) / double(l.data_packets) : 0.0, 100.0 * l.idle_share());
+  }
   if (o.role == PerfRole::client && run.cm_connections_set_up != 0)
     std::fprintf(out, " connection manager: %llu connections set up in %.3f s (%.0f connections/s), %llu torn down in "
                       "%.3f s\n",
@@ -189,6 +201,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("paths", unsigned{o.paths})
       .add("streams", unsigned{o.streams})
       .add("qps", o.qps)
+      .add("lcores_per_side", unsigned{o.lcores})
       .add("mtu", o.mtu)
       .add("tx_depth", o.tx_depth)
       .add("verify", o.verify)
@@ -215,6 +228,26 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
         .add("shared_lcore", s.shared_lcore)
         .add("tsc_hz", std::uint64_t{rte_get_tsc_hz()})
         .add("connections", s.connections);
+    if (!s.lcores.empty()) {
+      std::uint64_t cpu_ns = 0;
+      for (const LcoreResult& l : s.lcores) cpu_ns += l.cpu_ns;
+      j.add("lcores_cpu_ns", cpu_ns);  // thread CPU time of every lcore of both sides
+      j.begin_array("lcores");
+      for (const LcoreResult& l : s.lcores)
+        j.begin_array_object()
+            .add("side", l.side)
+            .add("lcore", l.lcore)
+            .add("connections", l.connections)
+            .add("data_packets", l.data_packets)
+            .add("busy_cycles", l.busy_cycles)
+            .add("busy_cycles_per_packet", l.busy_cycles_per_packet())
+            .add("turns", l.turns)
+            .add("busy_turns", l.busy_turns)
+            .add("idle_share", l.idle_share())
+            .add("cpu_ns", l.cpu_ns)
+            .end_object();
+      j.end_array();
+    }
     if (o.role == PerfRole::loopback && !o.raw)
       j.add("resident_before_bytes", s.resident_before_bytes)
           .add("resident_connected_bytes", s.resident_connected_bytes)

@@ -43,7 +43,10 @@ std::string vdev_device_name(const std::string& vdev) {
 
 std::vector<std::string> eal_arguments(const EalOptions& options, const HugepageStatus& hugepages,
                                        std::string& error) {
-  std::vector<std::string> args = {options.program_name, "-l", options.lcores};
+  // A list that maps lcores onto CPUs ("(0-3)@(0-1)": more lcores than
+  // CPUs) is EAL's --lcores; a plain list of CPUs is -l.
+  const bool mapped = options.lcores.find('@') != std::string::npos;
+  std::vector<std::string> args = {options.program_name, mapped ? "--lcores" : "-l", options.lcores};
   bool use_hugepages = false;
   switch (options.hugepages) {
     case HugepagePolicy::auto_detect: use_hugepages = hugepages.usable(); break;

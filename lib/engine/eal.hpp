@@ -19,7 +19,9 @@ enum class HugepagePolicy : std::uint8_t {
 
 struct EalOptions {
   std::string program_name = "metaroce";
-  std::string lcores = "0";  // EAL -l list, e.g. "0-1"
+  // EAL -l list, e.g. "0-1", or an --lcores map of lcores onto CPUs,
+  // e.g. "(0-3)@(0-1)" (four lcore threads sharing two CPUs).
+  std::string lcores = "0";
   std::uint32_t memory_mb = 512;
   HugepagePolicy hugepages = HugepagePolicy::auto_detect;
   std::vector<std::string> vdevs;      // "net_ring0", "net_pcap0,rx_pcap=in.pcap"

@@ -13,13 +13,23 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   const unsigned id = instance.fetch_add(1);
   std::unique_ptr<Loopback> lb(new Loopback());
   const bool linked = config.inline_link || config.tap || impairs(config.forward) || impairs(config.backward);
+  if (config.lcores < 1 || config.lcores > max_node_lcores) {
+    error = fmt::format("lcores {} is outside 1..{}", config.lcores, max_node_lcores);
+    return nullptr;
+  }
+  if (linked && config.lcores > 1) {
+    error = "the inline fabric and the frame tap forward one queue: use one lcore per side with them";
+    return nullptr;
+  }
+  PortSetup ports = config.ports;
+  ports.queues = config.lcores;
   if (linked) {
-    if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}la", id), config.ports, lb->port_a_,
+    if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}la", id), ports, lb->port_a_,
                                 lb->port_la_, error) ||
-        !Port::create_ring_pair(fmt::format("lo{}lb", id), fmt::format("lo{}b", id), config.ports, lb->port_lb_,
+        !Port::create_ring_pair(fmt::format("lo{}lb", id), fmt::format("lo{}b", id), ports, lb->port_lb_,
                                 lb->port_b_, error))
       return nullptr;
-  } else if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}b", id), config.ports, lb->port_a_,
+  } else if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}b", id), ports, lb->port_a_,
                                      lb->port_b_, error)) {
     return nullptr;
   }
@@ -31,22 +41,25 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   const std::uint32_t frame_l3 = std::max<std::uint32_t>(config.connection.mtu + 256,
                                                          config.connection.paths * 44u + 256);
   const std::uint16_t data_room = data_room_for_mtu(frame_l3);
-  const auto make_host = [&](const char* side, const Port& port, std::unique_ptr<EngineHost>& out) {
-    EngineHostConfig hc = config.hosts;
-    if (hc.tx_data_room == 0) hc.tx_data_room = data_room;
-    hc.name = fmt::format("lo{}{}", id, side);
-    hc.port_id = port.id();
-    hc.queue = 0;
-    hc.multi_segment_tx = hc.multi_segment_tx && port.multi_segment_tx();
-    out = EngineHost::create(hc, error);
+  const auto make_node = [&](const char* side, const Port& port, std::unique_ptr<Node>& out) {
+    NodeConfig nc;
+    nc.name = fmt::format("lo{}{}", id, side);
+    nc.port_id = port.id();
+    nc.lcores = config.lcores;
+    nc.hosts = config.hosts;
+    if (nc.hosts.tx_data_room == 0) nc.hosts.tx_data_room = data_room;
+    nc.hosts.multi_segment_tx = nc.hosts.multi_segment_tx && port.multi_segment_tx();
+    out = Node::create(nc, error);
     return out != nullptr;
   };
-  if (!make_host("A", *lb->port_a_, lb->host_a_) || !make_host("B", *lb->port_b_, lb->host_b_)) return nullptr;
+  if (!make_node("A", *lb->port_a_, lb->node_a_) || !make_node("B", *lb->port_b_, lb->node_b_)) return nullptr;
   if (config.receive_share) {
-    lb->share_a_ = config.receive_share(lb->port_a_->link().speed_mbps);
-    lb->share_b_ = config.receive_share(lb->port_b_->link().speed_mbps);
-    lb->host_a_->host().set_receive_share(lb->share_a_.get());
-    lb->host_b_->host().set_receive_share(lb->share_b_.get());
+    for (std::uint16_t k = 0; k < config.lcores; ++k) {
+      lb->shares_a_.push_back(config.receive_share(lb->port_a_->link().speed_mbps / config.lcores));
+      lb->shares_b_.push_back(config.receive_share(lb->port_b_->link().speed_mbps / config.lcores));
+      lb->node_a_->host(k).host().set_receive_share(lb->shares_a_.back().get());
+      lb->node_b_->host(k).host().set_receive_share(lb->shares_b_.back().get());
+    }
   }
 
   if (linked) {
@@ -89,7 +102,9 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     a.endpoints.local_ipv4 = 0x0a000001;
     a.endpoints.peer_ipv4 = 0x0a000002;
     a.local_qpn = 0x000101 + i;
-    a.peer_qpn = 0x000202 + i;
+    // One lcore keeps the QPNs it always had; several need both ends on
+    // the same queue (QPNs equal modulo lcores).
+    a.peer_qpn = config.lcores == 1 ? 0x000202 + i : a.local_qpn + 0x100u * config.lcores;
     a.initial_psn = (0x10000 + id + i * 0x1000) & wire::psn_mask;
     a.peer_initial_psn = (0x20000 + id + i * 0x1000) & wire::psn_mask;
     transport::ConnectionConfig b = a;
@@ -97,9 +112,10 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     std::swap(b.endpoints.local_ipv4, b.endpoints.peer_ipv4);
     std::swap(b.local_qpn, b.peer_qpn);
     std::swap(b.initial_psn, b.peer_initial_psn);
-    auto* ca = lb->host_a_->add_connection(a, config.congestion ? config.congestion() : nullptr, error);
+    const std::uint16_t lcore = lb->node_a_->owner_of(a.local_qpn);
+    auto* ca = lb->node_a_->host(lcore).add_connection(a, config.congestion ? config.congestion() : nullptr, error);
     if (ca == nullptr) return nullptr;
-    auto* cb = lb->host_b_->add_connection(b, config.congestion ? config.congestion() : nullptr, error);
+    auto* cb = lb->node_b_->host(lcore).add_connection(b, config.congestion ? config.congestion() : nullptr, error);
     if (cb == nullptr) return nullptr;
     ca->connect();
     cb->connect();
@@ -120,8 +136,8 @@ Loopback::~Loopback() {
   drain();
   forward_.reset();
   backward_.reset();
-  host_a_.reset();
-  host_b_.reset();
+  node_a_.reset();
+  node_b_.reset();
   drain();
   port_a_.reset();
   port_b_.reset();
@@ -129,15 +145,15 @@ Loopback::~Loopback() {
   port_lb_.reset();
 }
 
-std::size_t Loopback::poll_side_a() {
-  std::size_t work = host_a_->poll_once();
-  if (forward_) work += forward_->forward_once(host_a_->now_ns());
+std::size_t Loopback::poll_side_a(std::uint16_t lcore) {
+  std::size_t work = node_a_->poll(lcore);
+  if (forward_) work += forward_->forward_once(node_a_->host(lcore).now_ns());
   return work;
 }
 
-std::size_t Loopback::poll_side_b() {
-  std::size_t work = host_b_->poll_once();
-  if (backward_) work += backward_->forward_once(host_b_->now_ns());
+std::size_t Loopback::poll_side_b(std::uint16_t lcore) {
+  std::size_t work = node_b_->poll(lcore);
+  if (backward_) work += backward_->forward_once(node_b_->host(lcore).now_ns());
   return work;
 }
 

@@ -11,6 +11,13 @@
 // Side A = host A + the forward link; side B = host B + the backward link.
 // Each side touches only its own rings, so the two sides can run on two
 // lcores, or alternate on one thread (tests).
+//
+// With `lcores` > 1 each side is a node of that many hosts (engine/node.hpp)
+// on a pair with as many queues (no fabric): host i of A and host i of B
+// drive queue i of their ports, and connection pair i lives on host
+// steering_queue(QPN) of both sides, so connections spread evenly over the
+// lcores and each lane (host i of A + host i of B) can run on lcores of its
+// own.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +29,7 @@
 
 #include "engine/engine_host.hpp"
 #include "engine/impaired_link.hpp"
+#include "engine/node.hpp"
 #include "engine/port.hpp"
 #include "fabric/config.hpp"
 #include "transport/config.hpp"
@@ -35,16 +43,20 @@ struct LoopbackConfig {
   // are filled in.
   transport::ConnectionConfig connection{};
   PortSetup ports{};
-  EngineHostConfig hosts{};  // name and port are filled in
-  // Connections (QP pairs) between the two hosts, perftest's -q, 1..16384
-  // (hosts.max_connections must allow as many): pair i has QPNs 0x101 + i
-  // (A) and 0x202 + i (B).
+  EngineHostConfig hosts{};  // name, port and queue are filled in
+  // Hosts per side (queues of the pair), 1..max_node_lcores; more than one
+  // needs no fabric, tap or inline link (the links forward one queue).
+  std::uint16_t lcores = 1;
+  // Connections (QP pairs) between the two sides, perftest's -q, 1..16384
+  // (hosts.max_connections must allow as many per host): pair i has QPNs
+  // 0x101 + i (A) and 0x202 + i (B) with one lcore; with several,
+  // 0x101 + i and 0x101 + i + 0x100 x lcores, two QPNs of the same queue.
   std::uint32_t qps = 1;
   // The congestion control of each connection end (called once per end);
   // empty: none (path_window bounds each path).
   std::function<std::unique_ptr<transport::CongestionControl>()> congestion;
   // Each host's receive share, made once its port is up (from its link
-  // rate); empty: none. Connections with a controller that follows the
+  // rate, divided by lcores); empty: none. Connections with a controller that follows the
   // rate hint are attached to their host's (Host::set_receive_share).
   std::function<std::unique_ptr<transport::ReceiveShare>(std::uint32_t link_speed_mbps)> receive_share;
   bool inline_link = false;  // put the links in even without impairment (for the tap)
@@ -65,26 +77,42 @@ class Loopback {
   Loopback(const Loopback&) = delete;
   Loopback& operator=(const Loopback&) = delete;
 
-  [[nodiscard]] EngineHost& host_a() noexcept { return *host_a_; }
-  [[nodiscard]] EngineHost& host_b() noexcept { return *host_b_; }
+  [[nodiscard]] std::uint16_t lcores() const noexcept { return node_a_->lcores(); }
+  [[nodiscard]] EngineHost& host_a(std::uint16_t lcore = 0) noexcept { return node_a_->host(lcore); }
+  [[nodiscard]] EngineHost& host_b(std::uint16_t lcore = 0) noexcept { return node_b_->host(lcore); }
+  [[nodiscard]] Node& node_a() noexcept { return *node_a_; }
+  [[nodiscard]] Node& node_b() noexcept { return *node_b_; }
+  // The lcore (host index, on both sides) of connection pair i.
+  [[nodiscard]] std::uint16_t lcore_of(std::size_t i) const noexcept {
+    return node_a_->owner_of(connections_a_[i]->config().local_qpn);
+  }
   [[nodiscard]] transport::Connection& connection_a(std::size_t i = 0) noexcept { return *connections_a_[i]; }
   [[nodiscard]] transport::Connection& connection_b(std::size_t i = 0) noexcept { return *connections_b_[i]; }
   [[nodiscard]] std::size_t qps() const noexcept { return connections_a_.size(); }
   // Host A's and B's receive shares (nullptr without config.receive_share).
-  [[nodiscard]] const transport::ReceiveShare* receive_share_a() const noexcept { return share_a_.get(); }
-  [[nodiscard]] const transport::ReceiveShare* receive_share_b() const noexcept { return share_b_.get(); }
+  // Host `lcore` of A's and B's receive shares (nullptr without config.receive_share).
+  [[nodiscard]] const transport::ReceiveShare* receive_share_a(std::uint16_t lcore = 0) const noexcept {
+    return shares_a_.empty() ? nullptr : shares_a_[lcore].get();
+  }
+  [[nodiscard]] const transport::ReceiveShare* receive_share_b(std::uint16_t lcore = 0) const noexcept {
+    return shares_b_.empty() ? nullptr : shares_b_[lcore].get();
+  }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
-  // One turn of side A (host A, forward link) or side B (host B, backward link).
-  std::size_t poll_side_a();
-  std::size_t poll_side_b();
+  // One turn of side A's host `lcore` (with the forward link) or side B's
+  // (with the backward link), its node's commands first.
+  std::size_t poll_side_a(std::uint16_t lcore = 0);
+  std::size_t poll_side_b(std::uint16_t lcore = 0);
 
  private:
   Loopback() = default;
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
-  std::unique_ptr<transport::ReceiveShare> share_a_, share_b_;  // outlive the hosts' connections
-  std::unique_ptr<EngineHost> host_a_, host_b_;
+  // One per host, outliving the hosts' connections. A host's share is its
+  // own (a share is written by its lcore only): with several lcores each
+  // takes an equal slice of the port's link rate, not one aggregate.
+  std::vector<std::unique_ptr<transport::ReceiveShare>> shares_a_, shares_b_;
+  std::unique_ptr<Node> node_a_, node_b_;
   std::unique_ptr<ImpairedLink> forward_, backward_;
   std::vector<transport::Connection*> connections_a_, connections_b_;
 };

@@ -126,20 +126,26 @@ bool Port::configure(const PortSetup& setup, std::string& error) {
     return false;
   }
   const std::uint16_t data_room = setup.mbuf_data_room != 0 ? setup.mbuf_data_room : data_room_for_mtu(setup.mtu);
-  const std::string pool_name = unique_name("rx_" + name_);
-  rx_pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), setup.mbufs, 256, 0, data_room,
-                                     rte_eth_dev_socket_id(port_id_));
-  if (rx_pool_ == nullptr) {
-    error = fmt::format("port '{}': cannot create a mempool of {} mbufs of {} bytes: {}; lower mbufs= or give EAL "
-                        "more memory (memory_mb=)",
-                        name_, setup.mbufs, data_room, rte_strerror(rte_errno));
-    return false;
+  // A pool per queue, on the port's NUMA socket: each queue's lcore refills
+  // from its own pool (no pool shared between lcores), and the port's
+  // mbufs are split evenly over them.
+  const int socket = rte_eth_dev_socket_id(port_id_);
+  const std::uint32_t per_queue = std::max<std::uint32_t>(1024, setup.mbufs / setup.queues);
+  for (std::uint16_t q = 0; q < setup.queues; ++q) {
+    const std::string pool_name = unique_name(fmt::format("rx{}_{}", q, name_));
+    rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), per_queue, 256, 0, data_room, socket);
+    if (pool == nullptr) {
+      error = fmt::format("port '{}': cannot create a mempool of {} mbufs of {} bytes for queue {}: {}; lower mbufs= "
+                          "or give EAL more memory (memory_mb=)",
+                          name_, per_queue, data_room, q, rte_strerror(rte_errno));
+      return false;
+    }
+    rx_pools_.push_back(pool);
   }
   std::uint16_t rx_desc = setup.rx_desc, tx_desc = setup.tx_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &rx_desc, &tx_desc);
-  const int socket = rte_eth_dev_socket_id(port_id_);
   for (std::uint16_t q = 0; q < setup.queues; ++q) {
-    if (int rc = rte_eth_rx_queue_setup(port_id_, q, rx_desc, static_cast<unsigned>(socket), nullptr, rx_pool_);
+    if (int rc = rte_eth_rx_queue_setup(port_id_, q, rx_desc, static_cast<unsigned>(socket), nullptr, rx_pools_[q]);
         rc != 0) {
       error = fmt::format("port '{}': rx queue {} setup failed: {}; check rx_desc=", name_, q, rte_strerror(-rc));
       return false;
@@ -277,7 +283,7 @@ Port::~Port() {
       rte_ring_free(r);
     }
   }
-  rte_mempool_free(rx_pool_);
+  for (rte_mempool* pool : rx_pools_) rte_mempool_free(pool);
 }
 
 }  // namespace metaroce::engine

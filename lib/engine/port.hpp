@@ -1,5 +1,5 @@
-// One ethdev port: N rx and N tx queues, a receive mempool sized from the
-// preset, started and stopped (as often as wanted), its link read. net_ring
+// One ethdev port: N rx and N tx queues, a receive mempool per queue sized
+// from the preset, started and stopped (as often as wanted), its link read. net_ring
 // ports come in pairs made in process with rte_eth_from_rings: tx queue i of
 // one port is rx queue i of the other.
 #pragma once
@@ -20,7 +20,7 @@ struct PortSetup {
   std::uint16_t queues = 1;
   std::uint16_t rx_desc = 1024;
   std::uint16_t tx_desc = 1024;
-  std::uint32_t mbufs = 16384;       // receive mempool
+  std::uint32_t mbufs = 16384;       // receive mbufs, split over one mempool per queue (1024 each at least)
   std::uint16_t mbuf_data_room = 0;  // 0: from mtu
   std::uint32_t mtu = 9000;          // L3 MTU; ignored by PMDs that cannot set it
 };
@@ -78,7 +78,8 @@ class Port {
   [[nodiscard]] wire::MacAddress mac() const noexcept { return mac_; }
   // The PMD chains mbufs on transmit (RTE_ETH_TX_OFFLOAD_MULTI_SEGS).
   [[nodiscard]] bool multi_segment_tx() const noexcept { return multi_segment_tx_; }
-  [[nodiscard]] rte_mempool* rx_pool() const noexcept { return rx_pool_; }
+  // Queue q's receive mempool (on the port's NUMA socket).
+  [[nodiscard]] rte_mempool* rx_pool(std::uint16_t queue = 0) const noexcept { return rx_pools_[queue]; }
   // Receives and frees whatever waits on every rx queue; returns how many.
   // Used before tearing down so no mbuf outlives its mempool. A stopped
   // port receives nothing: a stopped net_ring port is drained from its rings
@@ -99,7 +100,7 @@ class Port {
   bool multi_segment_tx_ = false;
   bool started_ = false;
   bool ring_port_ = false;
-  rte_mempool* rx_pool_ = nullptr;
+  std::vector<rte_mempool*> rx_pools_;  // one per queue
   std::vector<rte_ring*> owned_rings_;  // net_ring: the rings this port receives from
 };
 

@@ -97,6 +97,9 @@ int lcores_command(const char*, const char*, rte_tel_data* info) {
     const HostSnapshot s = p->snapshot();
     const EngineCounters& counters = p->host().counters();  // racy reads, see the header
     add_u64(host, "lcore", s.lcore_id);
+    // A node's host i drives queue i of its port and owns these connections.
+    add_u64(host, "queue", p->host().config().queue);
+    add_u64(host, "connections", s.connections.size());
     add_u64(host, "polls", counters.polls);
     add_u64(host, "idle_polls", counters.idle_polls);
     add_u64(host, "idle_sleeps", counters.idle_sleeps);
@@ -199,7 +202,7 @@ bool register_telemetry_commands() {
                                      "One metaroce connection: every counter and each path. Parameters: "
                                      "qpn[,host]") == 0;
     ok &= rte_telemetry_register_cmd("/metaroce/lcores", lcores_command,
-                                     "Per metaroce host: lcore, polls, idle polls, max poll gap. No parameters") == 0;
+                                     "Per metaroce host: lcore, queue, connections, polls, idle polls, max poll gap. No parameters") == 0;
     return ok;
   }();
   return registered;

@@ -5,7 +5,7 @@
 //   /metaroce/conns          every connection: qpn, peer qpn, mode, state, paths, outstanding
 //   /metaroce/conn,<qpn>[,<host>]  one connection: every ConnectionCounters field and each
 //                            path's Connection::path_info
-//   /metaroce/lcores         per host: lcore, polls, idle polls, idle sleeps, max poll gap
+//   /metaroce/lcores         per host: lcore, queue, connections, polls, idle polls, idle sleeps, max poll gap
 //
 // Threading. The callbacks run on EAL's telemetry thread, concurrently with
 // the lcores, and take no lock the lcores wait for:

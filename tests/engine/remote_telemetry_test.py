@@ -45,7 +45,7 @@ SERVER_IP, CLIENT_IP = "10.79.0.2", "10.79.0.1"
 CONN_KEYS = {"host", "qpn", "peer_qpn", "mode", "state", "paths", "packets_outstanding", "lcore", "snapshot_age_ns"}
 PATH_KEYS = {"src_port", "state", "in_flight", "next_seq", "srtt_ns", "rto_ns", "sent", "retransmitted",
              "declared_lost", "timeouts", "ecn_marks", "entropy_changes"}
-LCORE_KEYS = {"lcore", "polls", "idle_polls", "idle_sleeps", "max_poll_gap_ns", "publications", "snapshot_age_ns"}
+LCORE_KEYS = {"lcore", "queue", "connections", "polls", "idle_polls", "idle_sleeps", "max_poll_gap_ns", "publications", "snapshot_age_ns"}
 DROP_NAMES = ["rx_unknown_qpn", "rx_mempool_empty", "tx_mempool_empty", "tx_frame_too_large",
               "rx_parse_error/truncated", "rx_parse_error/bad_icrc", "rx_parse_error/unknown_opcode"]
 

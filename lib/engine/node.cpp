@@ -1,0 +1,80 @@
+#include "engine/node.hpp"
+
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_ring.h>
+
+#include <fmt/format.h>
+
+namespace metaroce::engine {
+
+std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error) {
+  if (config.lcores < 1 || config.lcores > max_node_lcores) {
+    error = fmt::format("node '{}': {} lcores is outside 1..{}", config.name, config.lcores, max_node_lcores);
+    return nullptr;
+  }
+  std::unique_ptr<Node> node(new Node(config));
+  node->slots_ = std::vector<LcoreSlot>(config.lcores);
+  const int socket = rte_eth_dev_socket_id(config.port_id);
+  for (std::uint16_t i = 0; i < config.lcores; ++i) {
+    LcoreSlot& slot = node->slots_[i];
+    EngineHostConfig hc = config.hosts;
+    hc.name = config.lcores == 1 ? config.name : fmt::format("{}.{}", config.name, i);
+    hc.port_id = config.port_id;
+    hc.queue = i;
+    hc.queues = config.lcores;
+    slot.host = EngineHost::create(hc, error);
+    if (!slot.host) return nullptr;
+    // DPDK names are process-wide and 31 bytes at most: the node's address
+    // is unique while it lives.
+    const std::string ring_name = fmt::format("cmd{:x}.{}", reinterpret_cast<std::uintptr_t>(node.get()) & 0xffffffffff, i);
+    slot.commands = rte_ring_create(ring_name.c_str(), config.command_ring_size, socket < 0 ? SOCKET_ID_ANY : socket,
+                                    RING_F_SC_DEQ);
+    if (slot.commands == nullptr) {
+      error = fmt::format("node '{}': cannot create command ring '{}' of {}: {} (a power of two, and EAL memory left?)",
+                          config.name, ring_name, config.command_ring_size, rte_strerror(rte_errno));
+      return nullptr;
+    }
+  }
+  return node;
+}
+
+Node::~Node() {
+  for (LcoreSlot& slot : slots_) {
+    if (slot.commands == nullptr) continue;
+    void* item = nullptr;
+    while (rte_ring_sc_dequeue(slot.commands, &item) == 0) delete static_cast<Command*>(item);
+    rte_ring_free(slot.commands);
+  }
+}
+
+bool Node::post(std::uint16_t lcore, Command work) {
+  LcoreSlot& slot = slots_[lcore];
+  auto* item = new Command(std::move(work));
+  if (rte_ring_mp_enqueue(slot.commands, item) != 0) {
+    delete item;
+    slot.commands_refused.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+std::size_t Node::run_commands(std::uint16_t lcore) {
+  LcoreSlot& slot = slots_[lcore];
+  constexpr unsigned batch = 16;
+  void* items[batch];
+  const unsigned n = rte_ring_sc_dequeue_burst(slot.commands, items, batch, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    std::unique_ptr<Command> command(static_cast<Command*>(items[i]));
+    (*command)(*slot.host);
+  }
+  slot.commands_run += n;
+  return n;
+}
+
+NodeLcoreCounters Node::counters(std::uint16_t lcore) const noexcept {
+  const LcoreSlot& slot = slots_[lcore];
+  return {slot.commands_run, slot.commands_refused.load(std::memory_order_relaxed)};
+}
+
+}  // namespace metaroce::engine

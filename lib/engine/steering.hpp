@@ -1,0 +1,65 @@
+// How a port's frames reach the lcore that owns their connection, by PMD
+// (doc/ENGINE.md, "Steering by destination QPN"), and the flow rule a NIC
+// takes for it.
+//
+// A connection with QPN q belongs to queue q % queues (steering_queue).
+// With a power-of-two number of queues that is the QPN's low bits, which
+// are the last byte of the BTH's destination QP: bytes 5..7 of the BTH, the
+// first bytes of the UDP payload (port 4791). DPDK 22.11 has no BTH flow
+// item, so the rule matches a RAW item at UDP payload offset 7 under a mask
+// of queues - 1. Never RSS on the UDP source port: each metaroce path is a
+// source port, so RSS would split one connection over lcores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/preset.hpp"
+
+namespace metaroce::engine {
+
+enum class SteeringMethod : std::uint8_t {
+  tx_queue,       // the sender's tx queue is the receiver's rx queue (net_ring)
+  single_queue,   // nothing can steer: one queue (one lcore) per port
+  bth_flow_rule,  // one rte_flow rule per queue on the BTH destination QP (a NIC)
+};
+
+[[nodiscard]] const char* to_string(SteeringMethod m) noexcept;
+
+// What each preset's PMD takes.
+[[nodiscard]] SteeringMethod steering_method(Driver driver) noexcept;
+
+// Byte of the UDP payload (the BTH) holding the destination QP's low byte.
+inline constexpr std::uint8_t bth_dest_qp_low_byte = 7;
+inline constexpr std::uint16_t rocev2_udp_port = 4791;
+// Queues a RAW rule on one byte can tell apart.
+inline constexpr std::uint16_t max_rule_queues = 256;
+
+// The match of one queue's rule: UDP destination port 4791, then, relative
+// to the UDP payload at `offset`, (byte & mask) == value; the action sends
+// the frame to rx queue `queue`.
+struct BthQueueRule {
+  bool ipv6 = false;
+  std::uint16_t udp_dst = rocev2_udp_port;
+  std::uint8_t offset = bth_dest_qp_low_byte;
+  std::uint8_t value = 0;
+  std::uint8_t mask = 0;
+  std::uint16_t queue = 0;
+  // True when the rule sends the frame for `qpn` to `queue`.
+  [[nodiscard]] bool matches(std::uint32_t qpn) const noexcept {
+    return (static_cast<std::uint8_t>(qpn & 0xff) & mask) == value;
+  }
+};
+
+// The rule for queue `queue` of `queues` (a power of two, 1..256); false
+// with a one-line error otherwise.
+bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, BthQueueRule& out,
+                          std::string& error);
+
+// The same rule as a dpdk-testpmd command for port `port`, for an operator
+// to try on a NIC: `flow create PORT ingress pattern eth / ipv4 / udp dst
+// is 4791 / raw relative is 1 offset is 7 pattern_hex spec VV pattern_hex
+// mask MM / end actions queue index Q / end`.
+[[nodiscard]] std::string testpmd_command(std::uint16_t port, const BthQueueRule& rule);
+
+}  // namespace metaroce::engine

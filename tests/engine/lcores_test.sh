@@ -1,0 +1,56 @@
+#!/bin/sh
+# Nodes of several lcores, as a user runs them: metaroce-perf --loopback
+# --lcores 2 puts 2 lcores on each side (4 lcore threads on whatever CPUs
+# there are, sleeping when idle), spreads -q 8 over them, and every lcore
+# must carry traffic, every byte must be verified, nothing misdirected, and
+# the per-lcore counters must add up to the totals. Prints TAP.
+# Usage: lcores_test.sh PATH/metaroce-perf
+perf="$1"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
+check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+
+echo "1..9"
+"$perf" --loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 --json "$work/l.json" >"$work/out" 2>&1
+status=$?
+check "--loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 exits 0, every byte verified" \
+  "[ $status -eq 0 ] && grep -Eq '^ 65536 +4000 ' '$work/out' \
+   && grep -q 'verify: every byte of every message checked, all correct' '$work/out'"
+check "four lcores (two per side, four lcore ids), four connections each, every one with data packets" \
+  "jq -e '.lcores_per_side == 2 and (.results[0].lcores | length) == 4
+          and ([.results[0].lcores[].lcore] | unique | length) == 4
+          and ([.results[0].lcores[] | select(.side == \"sender\")] | length) == 2
+          and all(.results[0].lcores[]; .connections == 4 and .data_packets > 0)' '$work/l.json' >/dev/null"
+check "the senders' data packets add up to the packets sent, the receivers' to the packets placed" \
+  "jq -e '([.results[0].lcores[] | select(.side == \"sender\") | .data_packets] | add) == .results[0].packets_sent
+          and ([.results[0].lcores[] | select(.side == \"receiver\") | .data_packets] | add) == .connection_b.data_packets_received
+          and .results[0].packets_sent == .connection_a.data_packets_sent + .connection_a.retransmitted_packets' \
+     '$work/l.json' >/dev/null"
+check "nothing misdirected, nothing for an unknown QPN, on either side" \
+  "jq -e '.host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0
+          and .host_a.rx_unknown_qpn == 0 and .host_b.rx_unknown_qpn == 0' '$work/l.json' >/dev/null"
+check "the table has a line per lcore" "[ \$(grep -Ec '^ size 65536:  (sender|receiver) ' '$work/out') -eq 4 ]"
+
+# The same with SEND (receive completions on every receiver lcore) and two
+# streams, unevenly split messages (-n 3001 over 2 lcores).
+"$perf" --loopback --lcores 2 -q 4 --streams 2 --op send -s 8192 -n 3001 --verify --idle-sleep-us 20 \
+  --json "$work/s.json" >"$work/out" 2>&1
+status=$?
+check "--op send --streams 2 -n 3001 over 2 lcores: exits 0, 3001 receive completions in all" \
+  "[ $status -eq 0 ] && jq -e '.connection_b.receive_completions == 3001 and .results[0].iterations == 3001
+     and all(.results[0].lcores[]; .data_packets > 0)' '$work/s.json' >/dev/null"
+
+"$perf" --loopback --lcores 2 -q 1 -n 10 >"$work/out" 2>&1
+status=$?
+check "--lcores 2 with -q 1 exits 2 naming the fix" "[ $status -eq 2 ] && grep -q 'give -q 2 or more' '$work/out'"
+"$perf" --loopback --lcores 2 -q 2 --fabric 'loss 1%' -n 10 >"$work/out" 2>&1
+status=$?
+check "--lcores 2 with --fabric exits 2" "[ $status -eq 2 ] && grep -q 'drop --fabric' '$work/out'"
+"$perf" --loopback --lcores 17 -n 10 >"$work/out" 2>&1
+status=$?
+check "--lcores 17 is out of range (exit 2)" "[ $status -eq 2 ] && grep -q 'give 1..16' '$work/out'"
+exit $failed
