@@ -5,13 +5,17 @@
 //   REQ  gen -> sink  Offer: run, connection index, how the sink lays out
 //                     its memory (write slots and receives per stream, slot
 //                     size: the largest message)
-//   REP  sink -> gen  Target: where the write slots are (address, rkey)
+//   REP  sink -> gen  Target: where the write slots are (address, rkey), and
+//                     the read region (address, rkey, slots) the generator's
+//                     READs read from
 //   DREQ gen -> sink  GenReport: messages posted and completed
 //   DREP sink -> gen  SinkReport: what the sink verified
 //
 // The sink's memory for a connection of S streams: a write region of
-// S x write_slots slots (stream s's slots first), and S x receives receive
-// buffers, each slot_bytes. No DPDK.
+// S x write_slots slots (stream s's slots first), S x receives receive
+// buffers, and read_slots slots registered for remote read, each filled
+// once with its pattern (traffic_message.hpp, fill_read_slot); all
+// slot_bytes. No DPDK.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +43,18 @@ struct Offer {
   }
 };
 
+// The read slots the sink keeps for each connection.
+inline constexpr std::uint32_t read_slots = 4;
+
 struct Target {
   std::uint64_t address = 0;
   std::uint32_t rkey = 0;
+  std::uint64_t read_address = 0;
+  std::uint32_t read_rkey = 0;
+  std::uint32_t read_slots = 0;
   template <class Self, class F>
   static void fields(Self& s, F&& f) {
-    f(s.address), f(s.rkey);
+    f(s.address), f(s.rkey), f(s.read_address), f(s.read_rkey), f(s.read_slots);
   }
 };
 

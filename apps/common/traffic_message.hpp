@@ -4,7 +4,8 @@
 //
 //   offset size field
 //        0    2 magic 0x4d47 ("MG")
-//        2    1 operation: 0 write, 1 write-imm, 2 send
+//        2    1 operation: 0 write, 1 write-imm, 2 send, 3 read (a slot of
+//                the sink's read region)
 //        3    1 version (1)
 //        4    4 connection: the generator's index of the connection
 //        8    8 sequence: the message's number on its connection, from 0
@@ -21,6 +22,7 @@
 // offset names where. No DPDK.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -39,11 +41,11 @@ inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 // transport's WRITE length field.
 inline constexpr std::uint64_t max_message_size = std::uint64_t{1} << 30;
 
-enum class Op : std::uint8_t { write = 0, write_imm = 1, send = 2 };
-inline constexpr std::uint8_t op_count = 3;
+enum class Op : std::uint8_t { write = 0, write_imm = 1, send = 2, read = 3 };
+inline constexpr std::uint8_t op_count = 4;
 
 [[nodiscard]] constexpr const char* to_string(Op op) noexcept {
-  return op == Op::write ? "write" : op == Op::write_imm ? "write-imm" : "send";
+  return op == Op::write ? "write" : op == Op::write_imm ? "write-imm" : op == Op::send ? "send" : "read";
 }
 
 struct MessageHeader {
@@ -159,6 +161,43 @@ struct PatternCheck {
     if (p[k] == want[k]) continue;
     ++r.wrong_bytes;
     if (r.first_bad_offset == no_offset) r.first_bad_offset = k;
+  }
+  return r;
+}
+
+// The sink's read region: slot j of connection c holds a message of the
+// whole slot (header: op read, sequence and write index j, post time 0),
+// and a READ of n bytes from its start must return exactly its first n.
+[[nodiscard]] inline MessageHeader read_slot_header(std::uint32_t connection, std::uint32_t slot,
+                                                    std::uint32_t slot_bytes) noexcept {
+  MessageHeader h;
+  h.op = Op::read;
+  h.connection = connection;
+  h.sequence = slot;
+  h.length = slot_bytes;
+  h.write_index = slot;
+  return h;
+}
+inline void fill_read_slot(std::uint8_t* p, std::uint32_t connection, std::uint32_t slot,
+                           std::uint32_t slot_bytes) noexcept {
+  fill_message(p, read_slot_header(connection, slot, slot_bytes));
+}
+// Every byte of a READ of `length` bytes (at most slot_bytes) from read slot
+// `slot`, landed at p.
+[[nodiscard]] inline PatternCheck check_read(const std::uint8_t* p, std::uint32_t connection, std::uint32_t slot,
+                                             std::uint32_t slot_bytes, std::uint64_t length) noexcept {
+  std::uint8_t want[header_size];
+  encode_header(read_slot_header(connection, slot, slot_bytes), want);
+  PatternCheck r;
+  for (std::uint64_t k = 0; k < std::min<std::uint64_t>(length, header_size); ++k) {
+    if (p[k] == want[k]) continue;
+    ++r.wrong_bytes;
+    if (r.first_bad_offset == no_offset) r.first_bad_offset = k;
+  }
+  if (length > header_size) {
+    const PatternCheck body = check_pattern(p, connection, slot, length);
+    r.wrong_bytes += body.wrong_bytes;
+    if (r.first_bad_offset == no_offset) r.first_bad_offset = body.first_bad_offset;
   }
   return r;
 }

@@ -42,8 +42,9 @@ po::options_description describe() {
                                            "A:W,B:W (weighted); each 32..1G, as 65536, 64k or 1M (k = 1024; "
                                            "default 65536)")
       ("size-file", po::value<std::string>(), "message sizes from a CSV FILE of SIZE[,WEIGHT] lines")
-      ("mix", po::value<std::string>(), "operation mix, OP:WEIGHT,... of write, write-imm, send "
-                                        "(default write:1,write-imm:1,send:1)")
+      ("mix", po::value<std::string>(), "operation mix, OP:WEIGHT,... of write, write-imm, send, read "
+                                        "(default write:1,write-imm:1,send:1); a read reads the sink's "
+                                        "pattern region and is checked here")
       ("gbps", po::value<double>(), "limit: payload Gb/s, all connections together (default none)")
       ("msg-rate", po::value<double>(), "limit: messages per second, all connections together (default none)")
       ("open-loop", "messages arrive at the rate (--gbps or --msg-rate; Poisson) whether or not earlier ones "
@@ -89,14 +90,14 @@ bool parse_mix(const std::string& text, std::array<double, traffic::op_count>& m
         return false;
       }
     }
-    const int op = name == "write" ? 0 : name == "write-imm" ? 1 : name == "send" ? 2 : -1;
+    const int op = name == "write" ? 0 : name == "write-imm" ? 1 : name == "send" ? 2 : name == "read" ? 3 : -1;
     if (op < 0) {
-      message = fmt::format("--mix: '{}' is not an operation: give write, write-imm or send", name);
+      message = fmt::format("--mix: '{}' is not an operation: give write, write-imm, send or read", name);
       return false;
     }
     m[static_cast<std::size_t>(op)] = weight;
   }
-  if (!(m[0] + m[1] + m[2] > 0.0)) {
+  if (!(m[0] + m[1] + m[2] + m[3] > 0.0)) {
     message = "--mix gives every operation weight 0: give at least one a positive weight";
     return false;
   }

@@ -28,7 +28,7 @@ struct GenOptions {
   std::string cc;  // empty: none
   traffic::SizeDistribution sizes;
   // Relative weights of write, write-imm, send (index: traffic::Op).
-  std::array<double, traffic::op_count> mix = {1.0, 1.0, 1.0};
+  std::array<double, traffic::op_count> mix = {1.0, 1.0, 1.0, 0.0};  // write, write-imm, send, read
   std::string mix_text = "write:1,write-imm:1,send:1";
   double gbps = 0.0;      // 0: no byte-rate limit
   double msg_rate = 0.0;  // messages per second, all connections together; 0: none

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -25,7 +26,8 @@ constexpr std::uint64_t pacing_burst_ns = 50'000;
 metaroce::Op send_op(traffic::Op op) {
   return op == traffic::Op::write       ? metaroce::Op::write
          : op == traffic::Op::write_imm ? metaroce::Op::write_imm
-                                        : metaroce::Op::send;
+         : op == traffic::Op::send      ? metaroce::Op::send
+                                        : metaroce::Op::read;
 }
 
 // One generator connection while it runs.
@@ -41,6 +43,9 @@ struct Live {
   std::unique_ptr<traffic::MessagePlanner> planner;
   std::uint64_t remote_base = 0;
   std::uint32_t rkey = 0;
+  std::uint64_t read_base = 0;  // the sink's read region
+  std::uint32_t read_rkey = 0;
+  std::uint32_t read_slots = 0;
   std::vector<std::uint8_t> local;  // tx_depth buffers of slot_bytes
   metaroce::MemoryRegion memory;
   std::vector<std::uint32_t> free_buffers;
@@ -54,6 +59,10 @@ struct Live {
   ConnectionResult result;
 
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return in_flight.size() - free_buffers.size(); }
+  // What -n counts: the messages the sink checks, and the READs.
+  [[nodiscard]] std::uint64_t posted() const noexcept {
+    return planner->posted() + result.ops[static_cast<std::size_t>(traffic::Op::read)];
+  }
 };
 
 class Generator {
@@ -64,7 +73,7 @@ class Generator {
     layout_.write_slots = 2 * per_stream + 4;
     layout_.receives = per_stream + 2;
     layout_.slot_bytes = static_cast<std::uint32_t>(o.sizes.max());
-    mix_total_ = o.mix[0] + o.mix[1] + o.mix[2];
+    mix_total_ = o.mix[0] + o.mix[1] + o.mix[2] + o.mix[3];
     const double interval_msgs = o.msg_rate > 0 ? 1e9 / o.msg_rate : 0.0;
     const double interval_bytes = o.gbps > 0 ? o.sizes.mean() * 8.0 / o.gbps : 0.0;
     mean_arrival_ns_ = std::max(interval_msgs, interval_bytes);
@@ -77,6 +86,12 @@ class Generator {
   bool on_established(Live& l);
   // One completion of connection l, as the endpoint delivers it.
   void complete(Live& l, const metaroce::Completion& c);
+  // A READ's bytes, every one, once it completed.
+  void check_read(Live& l, const Live::InFlight& f, const std::uint8_t* bytes);
+  // Posts the pending READ; false when post_send refused it.
+  bool post_read(Live& l, std::uint32_t buffer, std::uint64_t now);
+  // What every post does after: the pending arrival is used, pacing moves on.
+  void after_post(Live& l, std::uint64_t now);
   std::size_t post(Live& l, std::uint64_t now);
   void arrivals(std::uint64_t now);
   void close_all();
@@ -84,7 +99,10 @@ class Generator {
   [[nodiscard]] bool posting_done(std::uint64_t now) const;
   traffic::Op draw_op(fabric::Random& random) const {
     const double u = random.uniform() * mix_total_;
-    return u < o_.mix[0] ? traffic::Op::write : u < o_.mix[0] + o_.mix[1] ? traffic::Op::write_imm : traffic::Op::send;
+    return u < o_.mix[0]                           ? traffic::Op::write
+           : u < o_.mix[0] + o_.mix[1]             ? traffic::Op::write_imm
+           : u < o_.mix[0] + o_.mix[1] + o_.mix[2] ? traffic::Op::send
+                                                   : traffic::Op::read;
   }
 
   const GenOptions& o_;
@@ -115,6 +133,14 @@ bool Generator::on_established(Live& l) {
   l.result.qpn = l.connection->qpn();
   l.remote_base = target.address;
   l.rkey = target.rkey;
+  l.read_base = target.read_address;
+  l.read_rkey = target.read_rkey;
+  l.read_slots = target.read_slots;
+  if (o_.mix[static_cast<std::size_t>(traffic::Op::read)] > 0 && l.read_slots == 0) {
+    r_.error = fmt::format("connection {}: the sink offers no region to read: drop read from --mix",
+                           &l - lives_.data());
+    return false;
+  }
   l.local.assign(std::uint64_t{o_.tx_depth} * layout_.slot_bytes, 0);
   std::string error;
   l.memory = e_->register_memory(l.local.data(), l.local.size(), metaroce::access_local_write, error);
@@ -176,7 +202,12 @@ void Generator::complete(Live& l, const metaroce::Completion& c) {
   const auto buffer = static_cast<std::uint32_t>(c.wr_id);
   const Live::InFlight& f = l.in_flight[buffer];
   l.free_buffers.push_back(buffer);
-  if (c.status == metaroce::Status::success) {
+  if (c.status == metaroce::Status::success && f.message.op == traffic::Op::read) {
+    ++l.result.reads_completed;
+    l.result.latency.add(now > f.post_ns ? now - f.post_ns : 0);
+    last_completion_ns_ = now;
+    check_read(l, f, l.local.data() + std::uint64_t{buffer} * layout_.slot_bytes);
+  } else if (c.status == metaroce::Status::success) {
     l.planner->complete(f.message);
     ++l.result.completed;
     l.result.completed_bytes += f.length;
@@ -189,6 +220,55 @@ void Generator::complete(Live& l, const metaroce::Completion& c) {
       l.result.problem = fmt::format("message {} ({}) completed with {}", f.message.sequence,
                                      traffic::to_string(f.message.op), metaroce::to_string(c.status));
   }
+}
+
+void Generator::check_read(Live& l, const Live::InFlight& f, const std::uint8_t* bytes) {
+  const traffic::PatternCheck r =
+      traffic::check_read(bytes, l.result.index, f.message.write_index, layout_.slot_bytes, f.length);
+  if (r.wrong_bytes == 0) {
+    ++l.result.reads_verified;
+    l.result.read_bytes_verified += f.length;
+    return;
+  }
+  ++l.result.reads_wrong;
+  l.result.read_wrong_bytes += r.wrong_bytes;
+  if (l.result.problem.empty())
+    l.result.problem = fmt::format("read {} ({} B from read slot {}) returned {} wrong bytes, the first at offset {}",
+                                   f.message.sequence, f.length, f.message.write_index, r.wrong_bytes,
+                                   r.first_bad_offset);
+}
+
+bool Generator::post_read(Live& l, std::uint32_t buffer, std::uint64_t now) {
+  auto& reads = l.result.ops[static_cast<std::size_t>(traffic::Op::read)];
+  traffic::PlannedMessage m;
+  m.op = traffic::Op::read;
+  m.sequence = reads;  // the READs' own numbering: the sink's sequences are its messages'
+  m.stream = static_cast<std::uint16_t>(reads % layout_.streams);
+  m.write_index = static_cast<std::uint32_t>(reads % l.read_slots);  // the read slot
+  std::uint8_t* bytes = l.local.data() + std::uint64_t{buffer} * layout_.slot_bytes;
+  std::memset(bytes, 0, l.pending_size);  // so that a byte not placed is found
+  metaroce::SendWork request;
+  request.wr_id = buffer;
+  request.op = metaroce::Op::read;
+  request.stream = m.stream;
+  request.local = bytes;
+  request.length = l.pending_size;
+  request.lkey = l.memory.key;
+  request.remote_addr = l.read_base + std::uint64_t{m.write_index} * layout_.slot_bytes;
+  request.rkey = l.read_rkey;
+  const metaroce::PostResult result = l.connection->post_send(request);
+  if (result != metaroce::PostResult::ok) {
+    l.broken = true;
+    if (l.result.problem.empty())
+      l.result.problem = fmt::format("post_send refused read {}: {}", m.sequence, metaroce::to_string(result));
+    return false;
+  }
+  const std::uint64_t post_ns = o_.open_loop ? l.pending_arrival_ns : now;
+  l.free_buffers.pop_back();
+  l.in_flight[buffer] = Live::InFlight{m, l.pending_size, post_ns};
+  ++reads;
+  l.result.read_bytes_posted += l.pending_size;
+  return true;
 }
 
 void Generator::arrivals(std::uint64_t now) {
@@ -213,7 +293,7 @@ std::size_t Generator::post(Live& l, std::uint64_t now) {
         if (l.backlog.empty()) break;
         l.pending_arrival_ns = l.backlog.front();
         l.backlog.pop_front();
-      } else if (o_.duration_s == 0 && l.planner->posted() >= o_.iterations) {
+      } else if (o_.duration_s == 0 && l.posted() >= o_.iterations) {
         break;
       }
       l.pending_size = o_.sizes.draw(l.random);
@@ -221,9 +301,15 @@ std::size_t Generator::post(Live& l, std::uint64_t now) {
       l.has_pending = true;
     }
     if (paced && now < next_post_ns_) break;
+    const std::uint32_t buffer = l.free_buffers.back();
+    if (l.pending_op == traffic::Op::read) {
+      if (!post_read(l, buffer, now)) break;
+      after_post(l, now);
+      ++posted;
+      continue;
+    }
     traffic::PlannedMessage m;
     if (!l.planner->plan(l.pending_op, m)) break;
-    const std::uint32_t buffer = l.free_buffers.back();
     std::uint8_t* bytes = l.local.data() + std::uint64_t{buffer} * layout_.slot_bytes;
     traffic::MessageHeader h;
     h.op = m.op;
@@ -254,17 +340,21 @@ std::size_t Generator::post(Live& l, std::uint64_t now) {
     l.free_buffers.pop_back();
     l.in_flight[buffer] = Live::InFlight{m, l.pending_size, h.post_ns};
     ++l.result.ops[static_cast<std::size_t>(m.op)];
-    l.has_pending = false;
-    if (first_post_ns_ == 0) first_post_ns_ = now;
-    if (paced) {
-      const double bytes_ns = o_.gbps > 0 ? double(l.pending_size) * 8.0 / o_.gbps : 0.0;
-      const double msgs_ns = o_.msg_rate > 0 ? 1e9 / o_.msg_rate : 0.0;
-      next_post_ns_ = std::max(next_post_ns_, now - std::min(now, pacing_burst_ns)) +
-                      static_cast<std::uint64_t>(std::max(bytes_ns, msgs_ns));
-    }
+    after_post(l, now);
     ++posted;
   }
   return posted;
+}
+
+void Generator::after_post(Live& l, std::uint64_t now) {
+  l.has_pending = false;
+  if (first_post_ns_ == 0) first_post_ns_ = now;
+  if (!o_.open_loop && (o_.gbps > 0 || o_.msg_rate > 0)) {
+    const double bytes_ns = o_.gbps > 0 ? double(l.pending_size) * 8.0 / o_.gbps : 0.0;
+    const double msgs_ns = o_.msg_rate > 0 ? 1e9 / o_.msg_rate : 0.0;
+    next_post_ns_ = std::max(next_post_ns_, now - std::min(now, pacing_burst_ns)) +
+                    static_cast<std::uint64_t>(std::max(bytes_ns, msgs_ns));
+  }
 }
 
 bool Generator::posting_done(std::uint64_t now) const {
@@ -273,7 +363,7 @@ bool Generator::posting_done(std::uint64_t now) const {
   for (const Live& l : lives_) {
     if (l.broken) continue;
     if (o_.open_loop ? (arrivals_made_ < o_.iterations * o_.connections || !l.backlog.empty() || l.has_pending)
-                     : l.planner->posted() < o_.iterations)
+                     : l.posted() < o_.iterations)
       return false;
   }
   return true;
@@ -283,8 +373,8 @@ void Generator::print_progress(std::uint64_t now) {
   if (progress_ == nullptr || o_.quiet || now - last_progress_ns_ < second_ns) return;
   std::uint64_t posted = 0, completed = 0, bytes = 0, outstanding = 0, retransmitted = 0, backlog = 0;
   for (const Live& l : lives_) {
-    posted += l.planner->posted();
-    completed += l.result.completed;
+    posted += l.posted();
+    completed += l.result.completed + l.result.reads_completed;
     bytes += l.result.completed_bytes;
     outstanding += l.outstanding();
     retransmitted += l.connection->counters().get("retransmitted_packets");
@@ -443,6 +533,12 @@ Totals totals_of(const GenResult& r) {
     a.failed += c.failed;
     a.completed_bytes += c.completed_bytes;
     a.forced_fences += c.forced_fences;
+    a.read_bytes_posted += c.read_bytes_posted;
+    a.reads_completed += c.reads_completed;
+    a.reads_verified += c.reads_verified;
+    a.read_bytes_verified += c.read_bytes_verified;
+    a.reads_wrong += c.reads_wrong;
+    a.read_wrong_bytes += c.read_wrong_bytes;
     a.retransmitted += c.retransmitted;
     for (std::size_t k = 0; k < a.ops.size(); ++k) a.ops[k] += c.ops[k];
     a.latency.merge(c.latency);
@@ -468,6 +564,15 @@ void add_figures(JsonLine& j, const ConnectionResult& c) {
   for (std::size_t k = 0; k < c.ops.size(); ++k) j.add(traffic::to_string(static_cast<traffic::Op>(k)), c.ops[k]);
   j.end_object();
   j.add("forced_fences", c.forced_fences);
+  j.begin_object("reads");  // checked here, every byte; the sink does not see them
+  j.add("posted", c.ops[static_cast<std::size_t>(traffic::Op::read)]);
+  j.add("posted_bytes", c.read_bytes_posted);
+  j.add("completed", c.reads_completed);
+  j.add("verified", c.reads_verified);
+  j.add("verified_bytes", c.read_bytes_verified);
+  j.add("wrong", c.reads_wrong);
+  j.add("wrong_bytes", c.read_wrong_bytes);
+  j.end_object();
   j.add("retransmitted_packets", c.retransmitted);
   add_latency_json(j, "latency_us", c.latency);
   j.begin_object("sink");
@@ -498,6 +603,9 @@ std::string first_problem(const GenResult& r) {
                          c.sink.missing, c.sink.first_bad_sequence);
     if (c.sink.duplicates != 0)
       return fmt::format("connection {}: the sink saw {} messages complete twice", c.index, c.sink.duplicates);
+    if (c.reads_verified != c.ops[static_cast<std::size_t>(traffic::Op::read)])
+      return fmt::format("connection {}: posted {} reads, verified {}", c.index,
+                         c.ops[static_cast<std::size_t>(traffic::Op::read)], c.reads_verified);
     if (c.sink.verified != c.posted)
       return fmt::format("connection {}: posted {} messages, the sink verified {}", c.index, c.posted,
                          c.sink.verified);
@@ -511,7 +619,8 @@ bool GenResult::ok() const noexcept {
   if (!error.empty() || connections.empty()) return false;
   for (const ConnectionResult& c : connections)
     if (!c.problem.empty() || c.failed != 0 || c.completed != c.posted || !c.sink_reported ||
-        c.sink.verified != c.posted || c.sink.wrong != 0 || c.sink.missing != 0 || c.sink.duplicates != 0)
+        c.sink.verified != c.posted || c.sink.wrong != 0 || c.sink.missing != 0 || c.sink.duplicates != 0 ||
+        c.reads_wrong != 0 || c.reads_verified != c.ops[static_cast<std::size_t>(traffic::Op::read)])
       return false;
   return true;
 }
@@ -580,6 +689,13 @@ void print_gen_summary(std::FILE* out, const GenOptions& o, const GenResult& r) 
   if (o.open_loop)
     std::fprintf(out, " open loop: at most %llu arrivals waited for a connection; %llu never posted\n",
                  static_cast<unsigned long long>(r.max_backlog), static_cast<unsigned long long>(r.arrivals_unsent));
+  if (t.ops[static_cast<std::size_t>(traffic::Op::read)] != 0)
+    std::fprintf(out, " reads (checked here): posted %llu, completed %llu, verified %llu (%llu bytes), wrong %llu "
+                      "(%llu bytes)\n",
+                 static_cast<unsigned long long>(t.ops[static_cast<std::size_t>(traffic::Op::read)]),
+                 static_cast<unsigned long long>(t.reads_completed), static_cast<unsigned long long>(t.reads_verified),
+                 static_cast<unsigned long long>(t.read_bytes_verified), static_cast<unsigned long long>(t.reads_wrong),
+                 static_cast<unsigned long long>(t.read_wrong_bytes));
   std::fprintf(out, " sink (%llu of %zu connections reported): verified %llu messages, %llu bytes; wrong %llu (%llu "
                     "bytes), missing %llu, duplicates %llu\n",
                static_cast<unsigned long long>(totals.sink_reports), r.connections.size(),

@@ -27,6 +27,14 @@ struct ConnectionResult {
   std::uint64_t completed_bytes = 0;
   std::uint64_t forced_fences = 0;  // plain writes posted as write-imm so the sink could check the ring
   std::array<std::uint64_t, traffic::op_count> ops{};  // posted, by operation
+  // READs of the sink's read region, checked here (the sink sees none of
+  // them; posted, completed and completed_bytes count the others).
+  std::uint64_t read_bytes_posted = 0;
+  std::uint64_t reads_completed = 0;
+  std::uint64_t reads_verified = 0;  // every byte right
+  std::uint64_t read_bytes_verified = 0;
+  std::uint64_t reads_wrong = 0;
+  std::uint64_t read_wrong_bytes = 0;
   std::uint64_t retransmitted = 0;
   LatencyHistogram latency;  // post (open loop: arrival) to completion here
   bool sink_reported = false;
@@ -47,7 +55,8 @@ struct GenResult {
   metaroce::CounterGroup counters;               // summed over the connections
 
   // Every message completed here and the sink verified every one: no wrong
-  // byte, nothing missing, no duplicate.
+  // byte, nothing missing, no duplicate; every READ completed and every
+  // byte it read right.
   [[nodiscard]] bool ok() const noexcept;
 };
 

@@ -69,8 +69,8 @@ po::options_description describe() {
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
       ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
       ("op", po::value<std::string>(), "write | write-imm | send | read | fetch-add | cmp-swap (default write); "
-                                       "the atomics work on 8 bytes (-s 8); read, fetch-add and cmp-swap run "
-                                       "with --loopback")
+                                       "the atomics work on 8 bytes (-s 8); with --server/--client the server "
+                                       "offers the region they read or update")
       ("test", po::value<std::string>(), "bw | lat (default bw). lat: one message in flight per connection "
                                          "(tx depth 1), each message's post-to-completion time, "
                                          "min/p50/p99/max")
@@ -221,10 +221,6 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
         return ParseOutcome::error;
       }
       o.sizes = {8};
-    }
-    if (o.op >= PerfOp::read && (vm.count("server") != 0 || vm.count("client") != 0)) {
-      message = fmt::format("--op {} runs with --loopback: the server does not yet offer memory to read", op);
-      return ParseOutcome::error;
     }
   }
   if (vm.count("test")) {

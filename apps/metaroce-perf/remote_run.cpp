@@ -9,6 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 #include <memory>
 #include <span>
@@ -65,7 +66,7 @@ std::vector<std::uint8_t> encode(const Offer& o) {
   return b;
 }
 bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
-  if (b.size() < 20 || b[0] > static_cast<std::uint8_t>(PerfOp::send)) return false;
+  if (b.size() < 20 || b[0] > static_cast<std::uint8_t>(PerfOp::cmp_swap)) return false;
   o.op = static_cast<PerfOp>(b[0]);
   o.verify = b[1] != 0;
   o.slots = wire::load_be32(b.data() + 4);
@@ -75,7 +76,7 @@ bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
     o.connection = wire::load_be16(b.data() + 20);
     o.connections = wire::load_be16(b.data() + 22);
   }
-  return o.size >= 1 && o.size <= (std::uint64_t{1} << 30) && o.slots >= 1 &&
+  return o.size >= 1 && o.size <= (std::uint64_t{1} << 30) && o.slots >= 1 && (!is_atomic(o.op) || o.size == 8) &&
          o.slots * o.size <= 2 * slot_budget_bytes + o.size && o.receives_per_stream <= 65536 &&
          o.connections >= 1 && o.connection < o.connections;
 }
@@ -84,7 +85,7 @@ std::string which_of(const Offer& o) {
   return o.connections > 1 ? fmt::format(" (connection {} of {})", o.connection + 1, o.connections) : std::string();
 }
 
-// REP: where to write.
+// REP: where to write, or what to read or update atomically.
 struct Target {
   std::uint64_t addr = 0;
   std::uint32_t rkey = 0;
@@ -177,6 +178,13 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
 
 // ---------------------------------------------------------------- server ---
 
+// What the client's operation may do to the server's slots.
+std::uint32_t remote_access(PerfOp op) {
+  return op == PerfOp::read ? metaroce::access_remote_read
+         : is_atomic(op)    ? metaroce::access_remote_atomic
+                            : metaroce::access_remote_write;
+}
+
 struct Session {
   metaroce::Connection* connection = nullptr;
   Offer offer;
@@ -222,14 +230,34 @@ struct Session {
     ++summary.received;
     if (!post_receive(c.wr_id, c.stream) && problem.empty()) problem = "re-posting a receive was refused";
   }
-  // Plain WRITEs complete nothing here: at the end, each slot must hold the
-  // last message the client wrote into it.
-  void check_final_writes(std::uint64_t completed) {
-    if (offer.op != PerfOp::write) return;
+  // Plain WRITEs, READs and atomics complete nothing here. At the end, each
+  // slot must hold the last message the client wrote into it; a READ's slot
+  // still holds the pattern it was read from (the client checked what it
+  // read); an atomic's 8 bytes what the client's completed messages made of
+  // them, each message exactly once: fetch-add's message m adds m + 1,
+  // cmp-swap's swaps in m + 1.
+  void check_final(std::uint64_t completed) {
+    if (receiver_completes(offer.op)) return;
+    if (offer.op == PerfOp::read) {
+      for (std::uint64_t j = 0; offer.verify && j < std::min<std::uint64_t>(offer.slots, completed); ++j)
+        if (!check_pattern(write_region.data() + j * offer.size, offer.size, j)) wrong(j);
+      summary.received = completed;
+      return;
+    }
     const std::uint64_t slots = std::min<std::uint64_t>(offer.slots, completed);
     for (std::uint64_t j = 0; j < slots; ++j) {
-      const std::uint64_t m = j + ((completed - 1 - j) / offer.slots) * offer.slots;
-      if (offer.verify && !check_pattern(write_region.data() + j * offer.size, offer.size, m)) wrong(m);
+      const std::uint64_t last = j + ((completed - 1 - j) / offer.slots) * offer.slots;
+      if (is_atomic(offer.op)) {
+        std::uint64_t want = 0, got = 0;
+        std::uint64_t count = 0;
+        for (std::uint64_t m = j; m < completed; m += offer.slots, ++count)
+          want = offer.op == PerfOp::fetch_add ? want + m + 1 : m + 1;
+        std::memcpy(&got, write_region.data() + j * offer.size, sizeof got);
+        if (offer.verify && got != want) wrong(last);
+        summary.received += count;
+        continue;
+      }
+      if (offer.verify && !check_pattern(write_region.data() + j * offer.size, offer.size, last)) wrong(last);
       ++summary.received;
     }
   }
@@ -269,18 +297,22 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     s->streams = request.streams;
     s->started_ns = apps::monotonic_ns();
     if (offer.op != PerfOp::send) s->write_region.assign(offer.slots * offer.size, 0);
+    // A READ's slot j holds message j's pattern (the client reads message m
+    // from slot m % slots and checks it against that).
+    if (offer.op == PerfOp::read)
+      for (std::uint64_t j = 0; j < offer.slots; ++j) fill_pattern(s->write_region.data() + j * offer.size, offer.size, j);
     const std::uint64_t receives = std::uint64_t{request.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
     std::string error;
     if (!s->write_region.empty())
       s->write_memory = e->register_memory(s->write_region.data(), s->write_region.size(),
-                                           metaroce::access_local_write | metaroce::access_remote_write, error);
+                                           metaroce::access_local_write | remote_access(offer.op), error);
     s->receive_memory = e->register_memory(s->receive_region.data(), s->receive_region.size(),
                                            metaroce::access_local_write, error);
     s->expected_next.resize(request.streams);
     for (std::uint16_t k = 0; k < request.streams; ++k) s->expected_next[k] = k;
     bool ready = s->receive_memory.valid() && (s->write_region.empty() || s->write_memory.valid());
-    if (offer.op != PerfOp::write)
+    if (receiver_completes(offer.op))
       for (std::uint16_t k = 0; ready && k < request.streams; ++k)
         for (std::uint32_t j = 0; ready && j < offer.receives_per_stream; ++j)
           ready = s->post_receive(std::uint64_t{k} * offer.receives_per_stream + j, k);
@@ -300,7 +332,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                    connection.mtu(), request.congestion.empty() ? "none" : request.congestion.c_str(),
                    offer.verify ? "every byte verified" : "not verified");
     Session* raw = s.get();
-    if (offer.op != PerfOp::write)
+    if (receiver_completes(offer.op))
       connection.set_completion_handler([raw](const metaroce::Completion& c) { raw->check(c); });
     sessions[connection.qpn()] = std::move(s);
     return metaroce::Verdict::accept;
@@ -333,7 +365,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     }
     ClientSummary client;
     if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
-    s.check_final_writes(client.completed);
+    s.check_final(client.completed);
     connection.set_close_reply(encode(s.summary));
     SizeResult r;
     r.size = s.offer.size;
@@ -343,7 +375,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     r.peak_bps = r.average_bps;
     r.message_rate = r.seconds > 0 ? double(s.summary.received) / r.seconds : 0.0;
     r.wrong_messages = s.summary.wrong;
-    if (s.offer.op != PerfOp::write && s.summary.received < client.completed)
+    if (receiver_completes(s.offer.op) && s.summary.received < client.completed)
       r.missing_messages = client.completed - s.summary.received;
     r.first_problem = !s.problem.empty() ? s.problem
                       : s.summary.wrong != 0 ? fmt::format("message {} arrived with wrong bytes", s.summary.first_wrong)
@@ -521,7 +553,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   std::vector<std::uint8_t> slot_busy(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> slot_posted_ns(std::size_t{slots} * qps, 0);
   std::vector<std::uint64_t> latencies_ns;
-  std::uint64_t posted = 0, completed = 0, failed = 0;
+  // --verify of the atomics: the value each slot's 8 bytes at the server
+  // hold, as this side expects them; every returned old value must equal it.
+  std::vector<std::uint64_t> atomic_expected(is_atomic(o.op) ? std::size_t{slots} * qps : 0, 0);
+  std::uint64_t posted = 0, completed = 0, failed = 0, wrong_here = 0;
   std::uint64_t now = apps::monotonic_ns();
   const std::uint64_t t0 = now;
   const std::uint64_t duration_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
@@ -532,6 +567,26 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   // (m / qps) % slots.
   const auto slot_of = [&](std::uint64_t m) {
     return static_cast<std::size_t>((m % qps) * slots + (m / qps) % slots);
+  };
+  // A READ's bytes and an atomic's old value, here where they landed.
+  const auto check_answer = [&](std::uint64_t m, std::size_t slot) {
+    const std::uint64_t own = m / qps;
+    const std::uint8_t* bytes = source.data() + slot * size;
+    std::string what;
+    if (o.op == PerfOp::read) {
+      if (!check_pattern(bytes, size, own % slots)) what = fmt::format("message {} read wrong bytes", m);
+    } else if (is_atomic(o.op)) {
+      std::uint64_t old = 0;
+      std::memcpy(&old, bytes, sizeof old);
+      if (old != atomic_expected[slot])
+        what = fmt::format("message {}: {} returned {:#x}, expected {:#x}", m, to_string(o.op), old,
+                           atomic_expected[slot]);
+      // Both add own + 1 / swap in own + 1 (the compare is the value expected).
+      atomic_expected[slot] = o.op == PerfOp::fetch_add ? old + own + 1 : own + 1;
+    }
+    if (what.empty()) return;
+    ++wrong_here;
+    if (problem.empty()) problem = std::move(what);
   };
   // Completions are delivered by the endpoint's poll, each connection's in order.
   const auto on_completion = [&](const metaroce::Completion& c) {
@@ -546,6 +601,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
     }
     ++completed;
     ++conns[c.wr_id % qps].completed;
+    if (o.verify) check_answer(c.wr_id, slot);
   };
   for (ClientConnection& c : conns) c.connection->set_completion_handler(on_completion);
   const auto data_packets = [&] {
@@ -563,9 +619,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
     return n;
   };
   const std::uint64_t sent_before = data_packets();
-  const metaroce::Op op = o.op == PerfOp::write       ? metaroce::Op::write
-                          : o.op == PerfOp::write_imm ? metaroce::Op::write_imm
-                                                      : metaroce::Op::send;
+  const bool receives_answer = o.op == PerfOp::read || is_atomic(o.op);
+  constexpr metaroce::Op ops[] = {metaroce::Op::write, metaroce::Op::write_imm, metaroce::Op::send,
+                                  metaroce::Op::read,  metaroce::Op::fetch_add, metaroce::Op::compare_swap};
+  const metaroce::Op op = ops[static_cast<int>(o.op)];
   for (;;) {
     const std::uint64_t turn_start = __rdtsc();
     const std::uint64_t posted_before = posted;
@@ -580,7 +637,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
       ClientConnection& c = conns[m % qps];
       const std::size_t slot = slot_of(m);
       std::uint8_t* buffer = source.data() + slot * size;
-      if (o.verify) fill_pattern(buffer, size, own);
+      // A READ's and an atomic's answer lands here: cleared, so a byte not
+      // placed is found.
+      if (o.verify && receives_answer) std::memset(buffer, 0, size);
+      else if (o.verify) fill_pattern(buffer, size, own);
       metaroce::SendWork w;
       w.wr_id = m;
       w.op = op;
@@ -591,6 +651,8 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
       w.remote_addr = c.remote_base + (own % slots) * size;
       w.rkey = c.rkey;
       w.imm = static_cast<std::uint32_t>(own);
+      w.swap_add = own + 1;
+      if (is_atomic(o.op)) w.compare = atomic_expected[slot];
       const metaroce::PostResult pr = c.connection->post_send(w);
       if (pr != metaroce::PostResult::ok) {
         problem = fmt::format("post_send refused message {}: {}", m, metaroce::to_string(pr));
@@ -652,9 +714,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
     if (c.theirs.received < c.completed &&
         (o.op != PerfOp::write || c.theirs.received < std::min<std::uint64_t>(c.completed, slots)))
       result.missing_messages += c.completed - c.theirs.received;
-    result.wrong_messages += c.theirs.wrong;
+    result.wrong_messages += c.theirs.wrong;  // the server's check of its own memory
     if (c.theirs.wrong != 0) first_wrong = std::min(first_wrong, c.theirs.first_wrong * qps + k);  // as numbered here
   }
+  result.wrong_messages += wrong_here;
   if (problem.empty() && result.wrong_messages != 0)
     problem = fmt::format("the server found wrong bytes in {} messages, the first message {}", result.wrong_messages,
                           first_wrong);

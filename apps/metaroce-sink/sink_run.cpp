@@ -22,13 +22,16 @@ struct Session {
   traffic::Offer offer;
   std::vector<std::uint8_t> write_region;
   std::vector<std::uint8_t> receive_region;
-  metaroce::MemoryRegion write_memory, receive_memory;
+  std::vector<std::uint8_t> read_region;  // the generator's READs read it; nothing writes it after accept
+  metaroce::MemoryRegion write_memory, receive_memory, read_memory;
   std::unique_ptr<traffic::ConnectionVerifier> verifier;
   std::uint64_t established_ns = 0;
   std::uint64_t last_message_ns = 0;
   SessionResult result;
 
-  [[nodiscard]] std::uint64_t memory() const noexcept { return write_region.size() + receive_region.size(); }
+  [[nodiscard]] std::uint64_t memory() const noexcept {
+    return write_region.size() + receive_region.size() + read_region.size();
+  }
   bool post_receive(std::uint64_t buffer) {
     metaroce::ReceiveWork r;
     r.wr_id = buffer;
@@ -84,8 +87,9 @@ metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroc
   layout.write_slots = offer.write_slots;
   layout.receives = offer.receives;
   layout.slot_bytes = offer.slot_bytes;
+  const std::uint64_t read_bytes = std::uint64_t{traffic::read_slots} * offer.slot_bytes;
   const std::uint64_t bytes = traffic::ConnectionVerifier::write_region_bytes(layout) +
-                              traffic::ConnectionVerifier::receive_region_bytes(layout);
+                              traffic::ConnectionVerifier::receive_region_bytes(layout) + read_bytes;
   if (memory_in_use_ + bytes > o_.memory_mb << 20) {
     ++r_.refused;
     if (progress_ != nullptr)
@@ -101,13 +105,19 @@ metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroc
   s->connection = &connection;
   s->write_region.assign(traffic::ConnectionVerifier::write_region_bytes(layout), 0);
   s->receive_region.assign(traffic::ConnectionVerifier::receive_region_bytes(layout), 0);
+  s->read_region.resize(read_bytes);
+  for (std::uint32_t j = 0; j < traffic::read_slots; ++j)
+    traffic::fill_read_slot(s->read_region.data() + std::uint64_t{j} * offer.slot_bytes, offer.connection, j,
+                            offer.slot_bytes);
   std::string error;
   s->write_memory = e_->register_memory(s->write_region.data(), s->write_region.size(),
                                         metaroce::access_local_write | metaroce::access_remote_write, error);
   s->receive_memory = e_->register_memory(s->receive_region.data(), s->receive_region.size(),
                                           metaroce::access_local_write, error);
+  s->read_memory = e_->register_memory(s->read_region.data(), s->read_region.size(), metaroce::access_remote_read,
+                                       error);
   s->verifier = std::make_unique<traffic::ConnectionVerifier>(layout, s->write_region.data(), s->receive_region.data());
-  bool posted = s->write_memory.valid() && s->receive_memory.valid();
+  bool posted = s->write_memory.valid() && s->receive_memory.valid() && s->read_memory.valid();
   for (std::uint64_t b = 0; posted && b < std::uint64_t{layout.streams} * layout.receives; ++b) posted = s->post_receive(b);
   if (!posted) {
     forget(*s);
@@ -120,7 +130,9 @@ metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroc
   s->result.connection = offer.connection;
   s->result.run = offer.run;
   memory_in_use_ += s->memory();
-  reply = traffic::encode(traffic::Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_memory.key});
+  reply = traffic::encode(traffic::Target{reinterpret_cast<std::uint64_t>(s->write_region.data()), s->write_memory.key,
+                                          reinterpret_cast<std::uint64_t>(s->read_region.data()), s->read_memory.key,
+                                          traffic::read_slots});
   if (progress_ != nullptr && !o_.quiet)
     std::fprintf(progress_, " connection %u of %u (run %016llx): QP %#x from QP %#x, %s, %u paths, %u streams, "
                             "messages up to %u B\n",
@@ -218,6 +230,7 @@ void Sink::forget(Session& s) {
   s.connection = nullptr;
   if (s.write_memory.valid()) e_->deregister_memory(s.write_memory);
   if (s.receive_memory.valid()) e_->deregister_memory(s.receive_memory);
+  if (s.read_memory.valid()) e_->deregister_memory(s.read_memory);
 }
 
 void Sink::print_progress(std::uint64_t now) {

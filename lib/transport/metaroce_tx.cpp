@@ -263,8 +263,13 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
                          : (with_imm ? path.send_imm_template : path.send_template);
 
     const std::uint8_t pad = wire::pad_for(pkt.length);
-    // A short payload goes into the batch after its headers (TxBatch).
-    const bool inline_payload = pkt.length <= out.inline_limit();
+    // A short payload goes into the batch after its headers (TxBatch), and
+    // so does every READ answer's, its ICRC computed over the copy: an
+    // answer is resent from our memory until its packet is SACKed, which
+    // may be after the requester has all of it and our application has
+    // rewritten the bytes; a frame pointing at them, or checksummed before
+    // a copy of them, would then leave with an ICRC its bytes do not match.
+    const bool inline_payload = pkt.length <= out.inline_limit() || m.response;
     // (4 bytes of room for the pad, written whole.)
     const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 : 0));
     t.stamp(h, pkt.length, wire_psn(rel), pkt.last);

@@ -237,18 +237,25 @@ void RoceConnection::emit_answers(Time now, TxBatch& out) {
     const std::uint8_t op = !a.started ? (last ? wire::opcode::read_response_only : wire::opcode::read_response_first)
                                        : (last ? wire::opcode::read_response_last : wire::opcode::read_response_middle);
     const wire::HeaderTemplate& t = data_templates_[op];
-    const std::span<std::uint8_t> h = out.header_space(t.size());
+    const std::uint8_t pad = wire::pad_for(len);
+    // The answer's bytes are copied into the batch after its headers and
+    // its ICRC computed over the copy. Our application may rewrite this
+    // memory at any time (a READ is answered again after its requester has
+    // it all, when it re-issued it from a gap): a frame that pointed at the
+    // memory, or whose ICRC was computed before a copy of it, would leave
+    // with an ICRC its bytes do not match, counted as bad_icrc by the peer.
+    // (4 bytes of room for the pad, written whole.)
+    const std::span<std::uint8_t> h = out.header_space(t.size() + len + 4);
     t.stamp(h, len, psn, false);
     if (wire::opcode_info(op).has(wire::has_aeth)) wire::encode(aeth, h.data() + t.ext_offset());
-    const wire::ByteSpan payload(reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(a.va)), len);
-    const std::uint8_t pad = wire::pad_for(len);
-    static constexpr std::array<std::uint8_t, 4> zeros{};
-    const std::array<wire::ByteSpan, 3> pieces = {
-        wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
-        wire::ByteSpan(zeros.data(), pad)};
-    const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
-    out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
-    paced(now, t.size() + len + trailer_len);
+    std::uint8_t* at = h.data() + t.size();
+    wire::copy_bytes(at, reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(a.va)), len);
+    wire::store_le32(at + len, 0);  // the pad, 0 to 3 bytes
+    const std::size_t frame_len = t.size() + len + pad;
+    const std::size_t trailer_len = wire::build_trailer(
+        0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), frame_len - t.l3_offset())), trailer);
+    out.commit(frame_len, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
+    paced(now, frame_len + trailer_len);
     ++counters_.data_packets_sent;
     counters_.data_bytes_sent += len;
     a.started = true;

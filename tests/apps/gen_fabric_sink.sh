@@ -115,9 +115,11 @@ mr_parse_errors() {  # FILE: frames its engine dropped as unparseable
 # forwarded, dropped or still holds (nothing, at the end); what it forwarded
 # is what the other end received, which rejected exactly the frames the
 # fabric corrupted. The gen's frames are its data, retransmissions, probes
-# and CM messages; the sink's its ACKs and CM answers; either's neighbour
-# requests and answers (ARP, ND) besides. Every PSN the gen
-# sent was placed once at the sink; every message it posted was verified.
+# and CM messages (and ACKs of READ answers); the sink's its ACKs and CM
+# answers (and READ answers: data, retransmissions, probes); either's
+# neighbour requests and answers (ARP, ND) besides. Every PSN either end
+# sent was placed once at the other; every message the gen posted was
+# verified by the sink, every READ by the gen.
 mr_accounting() {
   local g_tx g_rx g_perr s_tx s_rx s_perr ab_r ab_f ab_d ab_dup ab_c ab_i ab_m ba_r ba_f ba_d ba_dup ba_c ba_i ba_m
   g_tx=$(mr_q gen .engine.tx_frames) g_rx=$(mr_q gen .engine.rx_frames) g_perr=$(mr_parse_errors gen)
@@ -145,13 +147,17 @@ mr_accounting() {
   g_frames=$(mr_q gen "(.connection_counters as \$c | .cm as \$m | \$c.data_packets_sent + \$c.retransmitted_packets
     + \$c.probes_sent + \$c.acks_sent + \$m.requests_sent + \$m.ready_sent + \$m.disconnects_sent) + ($neighbours)")
   s_frames=$(mr_q sink "(.connection_counters as \$c | .cm as \$m | \$c.acks_sent + \$c.rnr_naks_sent + \$c.cnps_sent
+    + \$c.data_packets_sent + \$c.retransmitted_packets + \$c.probes_sent
     + \$m.replies_sent + \$m.rejects_sent + \$m.disconnect_replies_sent) + ($neighbours)")
   mr_line "every frame the ends sent is a data packet, retransmission, probe, ACK or CM message of theirs" \
     "[ '$g_frames' = '$g_tx' ] && [ '$s_frames' = '$s_tx' ]" "gen $g_frames of $g_tx, sink $s_frames of $s_tx"
-  local sent placed
+  local sent placed answered answers_placed
   sent=$(mr_q gen .connection_counters.data_packets_sent) placed=$(mr_q sink .connection_counters.data_packets_received)
-  mr_line "every data PSN the gen sent was placed once at the sink" "[ -n '$sent' ] && [ '$sent' = '$placed' ]" \
-    "sent $sent, placed $placed"
+  answered=$(mr_q sink .connection_counters.data_packets_sent)
+  answers_placed=$(mr_q gen .connection_counters.data_packets_received)
+  mr_line "every data PSN the gen sent was placed once at the sink, every one the sink sent (READ answers) at the gen" \
+    "[ -n '$sent' ] && [ '$sent' = '$placed' ] && [ -n '$answered' ] && [ '$answered' = '$answers_placed' ]" \
+    "gen sent $sent, sink placed $placed; sink sent $answered, gen placed $answers_placed"
   local posted completed verified bytes_gen bytes_sink wrong missing dups
   posted=$(mr_q gen .posted) completed=$(mr_q gen .completed) verified=$(mr_q sink .messages)
   bytes_gen=$(mr_q gen .bytes) bytes_sink=$(mr_q sink .bytes)

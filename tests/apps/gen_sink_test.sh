@@ -1,12 +1,16 @@
 #!/bin/bash
 # metaroce-gen -> metaroce-fabric -> metaroce-sink as users run them: three
 # processes joined by net_memif (gen_fabric_sink.sh), sharing two cores.
-# Two runs, 4 connections x 4 paths of 32 B..64 KiB messages (write,
+# Three runs, 4 connections x 4 paths of 32 B..64 KiB messages (write,
 # write-imm and send alike):
 #   loss       1% loss, 4 fabric paths 20 us apart, 0.1% corruption, both ways;
 #   blackhole  the same, and fabric path 1 of a->b dropping everything from
 #              the start (4 of the 16 data paths hash there; the CM's port
-#              does not).
+#              does not);
+#   reads      the loss run with READs of the sink's read region in the mix
+#              (write:1,write-imm:1,send:1,read:3): reads issued, completed
+#              and verified by the gen are the same count, every byte read
+#              right, and the sink served each request once.
 # Each: every process exits 0; the three JSON summaries agree exactly
 # (mr_accounting); the impairments happened; the retransmissions the sink
 # did not find spurious are the data frames the fabric dropped or corrupted:
@@ -34,21 +38,22 @@ not_ok() {
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { mr_q "$@"; }
 
-echo "1..39"
-run_case() {  # NAME A_TO_B B_TO_A
-  local name="$1"
-  if ! mr_start_fabric "$2" "$3" --stats-interval 0; then
+echo "1..52"
+run_case() {  # NAME A_TO_B B_TO_A [GEN-ARGS...]
+  local name="$1" a_to_b="$2" b_to_a="$3"
+  shift 3
+  if ! mr_start_fabric "$a_to_b" "$b_to_a" --stats-interval 0; then
     not_ok "$name: metaroce-fabric started and listens on both memif sockets"
     mr_cleanup
     return 1
   fi
   mr_start_sink
-  mr_run_gen -c 4 --paths 4 --path-window 16 -n 400 --size 32-65536 --seed 7
+  mr_run_gen -c 4 --paths 4 --path-window 16 -n 400 --size 32-65536 --seed 7 "$@"
   mr_finish
   check "$name: gen, sink and fabric exit 0 (gen $MR_GEN_STATUS, sink $MR_SINK_STATUS, fabric $MR_FABRIC_STATUS)" \
     "[ $MR_GEN_STATUS = 0 ] && [ $MR_SINK_STATUS = 0 ] && [ $MR_FABRIC_STATUS = 0 ]"
   check "$name: gen and sink report ok, 1600 messages of 4 connections, all closed" \
-    "[ \"\$(q gen .ok)\" = true ] && [ \"\$(q sink .ok)\" = true ] && [ \"\$(q gen .posted)\" = 1600 ] \
+    "[ \"\$(q gen .ok)\" = true ] && [ \"\$(q sink .ok)\" = true ] && [ \"\$(q gen '.posted + .reads.posted')\" = 1600 ] \
      && [ \"\$(q sink .connections_closed)\" = 4 ] && [ \"\$(q gen .sink_reports)\" = 4 ]"
   local line
   while IFS= read -r line; do
@@ -60,7 +65,8 @@ run_case() {  # NAME A_TO_B B_TO_A
   local re spurious dropped corrupted nondata
   re=$(q gen .connection_counters.retransmitted_packets) spurious=$(q sink .connection_counters.spurious_retransmissions)
   dropped=$(q fabric .a_to_b.dropped.total) corrupted=$(q fabric .a_to_b.corrupted)
-  nondata=$(q gen '.connection_counters.probes_sent + .cm.requests_sent + .cm.ready_sent + .cm.disconnects_sent')
+  nondata=$(q gen '.connection_counters.probes_sent + .connection_counters.acks_sent + .cm.requests_sent
+                   + .cm.ready_sent + .cm.disconnects_sent')
   echo "# $name: a->b dropped $dropped (random $(q fabric .a_to_b.dropped.random_loss), blackhole" \
        "$(q fabric .a_to_b.dropped.blackhole)), corrupted $corrupted; gen retransmitted $re, sink spurious $spurious," \
        "gen non-data frames $nondata, paths failed $(q gen .connection_counters.paths_failed)"
@@ -78,6 +84,18 @@ run_case blackhole "loss 1% paths 4 spread 20us corrupt 0.1% blackhole 1 at 0ms"
 check "blackhole: path 1 swallowed frames, the gen failed paths over and still delivered everything" \
   "[ \"\$(q fabric .a_to_b.dropped.blackhole)\" -gt 0 ] && [ \"\$(q gen .connection_counters.paths_failed)\" -gt 0 ] \
    && [ \"\$(q gen .ok)\" = true ]"
+
+run_case reads "loss 1% paths 4 spread 20us corrupt 0.1%" "loss 1% paths 4 spread 20us corrupt 0.1%" \
+  --mix write:1,write-imm:1,send:1,read:3
+reads=$(q gen '.reads | [.posted, .completed, .verified, .posted_bytes, .verified_bytes, .wrong, .wrong_bytes] | @tsv')
+served=$(q sink .connection_counters.read_requests_served)
+echo "# reads: gen posted, completed, verified, bytes asked, bytes verified, wrong, wrong bytes: $reads; sink served $served"
+check "reads: issued == completed == verified (> 300) == served by the sink, bytes read == bytes asked, 0 wrong" \
+  "set -- $reads && [ \$1 -gt 300 ] && [ \$1 = \$2 ] && [ \$1 = \$3 ] && [ \$4 = \$5 ] && [ \$4 -gt 0 ] \
+   && [ \$6 = 0 ] && [ \$7 = 0 ] && [ '$served' = \$1 ] && [ \"\$(q sink .connection_counters.read_access_errors)\" = 0 ] \
+   && [ \"\$(q gen .connection_counters.read_response_mismatch)\" = 0 ]"
+check "reads: the fabric lost frames both ways and the sink resent READ answers" \
+  "[ \"\$(q fabric .b_to_a.dropped.random_loss)\" -gt 0 ] && [ \"\$(q sink .connection_counters.retransmitted_packets)\" -gt 0 ]"
 
 # IPv6, and no --peer-mac: the gen asks for the sink's MAC by neighbour
 # solicitation, through the fabric (a light delay: nothing lost, so exactly

@@ -2,6 +2,7 @@
 """Cross-check metaroce-decode and the sample writer against Wireshark.
 
 usage: check_tshark.py SAMPLE_WRITER DECODER OUTDIR
+       check_tshark.py --captures METAROCE_PERF DECODER OUTDIR
 
 1. SAMPLE_WRITER OUTDIR/samples.pcap writes frames of every opcode in both
    modes (rocev2, metaroce), IPv4/IPv6, with/without VLAN; DECODER prints
@@ -29,6 +30,12 @@ to parse IB payload (RPC-over-RDMA, SMB Direct, iSER, ...), otherwise a
 random payload may throw "Malformed" and lose the fields after it. There is
 no infiniband.dissect_eoib preference any more, and no separate FECN/BECN
 fields: those are read from the raw BTH bytes (infiniband.bth).
+
+With --captures: metaroce-perf --loopback --mode rocev2 --verify --capture
+runs READ (16 KiB: FIRST, MIDDLE, LAST responses; 1 KiB: ONLY) and
+FETCH_ADD; tshark must agree with the decoder on every frame (RETH, AETH,
+AtomicETH, AtomicAckETH and ICRC included) and see each request and
+response opcode on as many distinct PSNs as messages.
 """
 
 import ipaddress
@@ -313,9 +320,61 @@ def check_icrc(tap, label, frames, subjects):
         tap.ok(not reasons, desc, reasons)
 
 
+# What each metaroce-perf --loopback --mode rocev2 run with --capture must
+# show: its arguments, and the opcodes (READ REQUEST 0x0c; READ RESPONSE
+# FIRST 0x0d, MIDDLE 0x0e, LAST 0x0f, ONLY 0x10; FETCH_ADD 0x14 and ATOMIC
+# ACKNOWLEDGE 0x12) whose frames carry distinct PSNs, as many as messages.
+CAPTURE_RUNS = [
+    ("read-16k", ["--op", "read", "-s", "16384", "-n", "30"], {0x0c: 30, 0x0d: 30, 0x0f: 30}, {0x0e}),
+    ("read-1k", ["--op", "read", "-s", "1024", "-n", "30"], {0x0c: 30, 0x10: 30}, set()),
+    ("fetch-add", ["--op", "fetch-add", "-n", "30"], {0x14: 30, 0x12: 30}, set()),
+]
+
+
+def check_captures(tap, perf, decoder, base, outdir):
+    """metaroce-perf's own rocev2 READ and atomic frames, as tshark reads them."""
+    for label, args, counts, present in CAPTURE_RUNS:
+        pcap = os.path.join(outdir, "capture-%s.pcap" % label)
+        if os.path.exists(pcap):
+            os.unlink(pcap)
+        cmd = [perf, "--loopback", "--mode", "rocev2", "--verify", "--capture", pcap] + args
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        tap.ok(p.returncode == 0 and os.path.exists(pcap), "%s: metaroce-perf %s exits 0" % (label, " ".join(args)),
+               p.stdout.decode("utf-8", "replace").splitlines()[-10:])
+        if p.returncode != 0 or not os.path.exists(pcap):
+            continue
+        frames = oracle_lib.read_pcap(pcap)
+        rc, lines, err = oracle_lib.run_decoder(decoder, pcap)
+        tap.ok(rc == 0, "%s: decoder exits 0" % label, ["exit %d, stderr %r" % (rc, err[:300])])
+        dec = oracle_lib.by_frame(lines)
+        rows = run_tshark(base, pcap)
+        # Every frame: tshark's BTH, RETH, AETH, AtomicETH, AtomicAckETH and
+        # ICRC equal the decoder's.
+        check_tshark_against(tap, label, rows, dec, len(frames))
+        check_icrc(tap, label, frames, dec)
+        psns = {}
+        for row in rows.values():
+            if row["infiniband.bth.opcode"]:
+                psns.setdefault(to_int(row["infiniband.bth.opcode"]), set()).add(to_int(row["infiniband.bth.psn"]))
+        wrong = ["opcode %#04x: %d distinct PSNs, want %d" % (o, len(psns.get(o, ())), want)
+                 for o, want in counts.items() if len(psns.get(o, ())) != want]
+        wrong += ["opcode %#04x: absent" % o for o in present if o not in psns]
+        tap.ok(not wrong, "%s: tshark sees opcodes %s" % (label, ", ".join(
+            "%#04x" % o for o in sorted(set(counts) | present))),
+               wrong + ["seen: %s" % sorted("%#04x" % o for o in psns)])
+
+
 def main(argv):
+    if len(argv) == 5 and argv[1] == "--captures":
+        perf = oracle_lib.require_executable(argv[2], "metaroce-perf")
+        decoder = oracle_lib.require_executable(argv[3], "decoder")
+        os.makedirs(argv[4], exist_ok=True)
+        tap = Tap()
+        check_captures(tap, perf, decoder, tshark_base_cmd(), argv[4])
+        return tap.finish()
     if len(argv) != 4:
-        print("usage: check_tshark.py SAMPLE_WRITER DECODER OUTDIR", file=sys.stderr)
+        print("usage: check_tshark.py SAMPLE_WRITER DECODER OUTDIR\n"
+              "       check_tshark.py --captures METAROCE_PERF DECODER OUTDIR", file=sys.stderr)
         return 2
     writer = oracle_lib.require_executable(argv[1], "sample writer")
     decoder = oracle_lib.require_executable(argv[2], "decoder")
