@@ -2,6 +2,7 @@
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_mbuf.h>
 #include <rte_ring.h>
 
 #include <fmt/format.h>
@@ -11,6 +12,11 @@ namespace metaroce::engine {
 std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error) {
   if (config.lcores < 1 || config.lcores > max_node_lcores) {
     error = fmt::format("node '{}': {} lcores is outside 1..{}", config.name, config.lcores, max_node_lcores);
+    return nullptr;
+  }
+  if (config.management_lcore >= config.lcores) {
+    error = fmt::format("node '{}': management lcore {} is not one of its {} lcores", config.name,
+                        config.management_lcore, config.lcores);
     return nullptr;
   }
   std::unique_ptr<Node> node(new Node(config));
@@ -35,11 +41,36 @@ std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error)
                           config.name, ring_name, config.command_ring_size, rte_strerror(rte_errno));
       return nullptr;
     }
+    if (!config.software_handoff) continue;
+    const std::string handoff_name = fmt::format("hof{:x}.{}", reinterpret_cast<std::uintptr_t>(node.get()) & 0xffffffffff, i);
+    slot.handoff = rte_ring_create(handoff_name.c_str(), config.handoff_ring_size, socket < 0 ? SOCKET_ID_ANY : socket,
+                                   RING_F_SC_DEQ);
+    if (slot.handoff == nullptr) {
+      error = fmt::format("node '{}': cannot create hand-off ring '{}' of {}: {} (a power of two, and EAL memory left?)",
+                          config.name, handoff_name, config.handoff_ring_size, rte_strerror(rte_errno));
+      return nullptr;
+    }
+  }
+  if (config.software_handoff) {
+    RxHandoff handoff;
+    for (const LcoreSlot& slot : node->slots_) handoff.rings.push_back(slot.handoff);
+    handoff.management_lcore = config.management_lcore;
+    for (std::uint16_t i = 0; i < config.lcores; ++i) {
+      handoff.self = i;
+      node->slots_[i].host->set_rx_handoff(handoff);
+    }
   }
   return node;
 }
 
 Node::~Node() {
+  // Frames handed off and not yet received go back to their port's pools.
+  for (LcoreSlot& slot : slots_) {
+    if (slot.handoff == nullptr) continue;
+    void* m = nullptr;
+    while (rte_ring_sc_dequeue(slot.handoff, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(slot.handoff);
+  }
   for (LcoreSlot& slot : slots_) {
     if (slot.commands == nullptr) continue;
     void* item = nullptr;
