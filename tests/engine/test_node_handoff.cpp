@@ -4,6 +4,7 @@
 // polled in turn from the test's thread as two lcores would be. Lcore 0
 // takes every frame from the port and passes lcore 1's to it: each one
 // counted once as rx_handed_off, delivered, nothing misdirected or lost.
+// And the start-up steering check (steering_check.hpp) on the same pairs.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -14,6 +15,7 @@
 #include "engine/node.hpp"
 #include "engine/port.hpp"
 #include "engine/steering.hpp"
+#include "engine/steering_check.hpp"
 #include "wire/frame.hpp"
 
 namespace metaroce::engine {
@@ -26,13 +28,13 @@ struct UnsteeredNodes {
   std::unique_ptr<Node> node_a, node_b;
 
   bool create(bool handoff, std::string& error, std::uint32_t handoff_ring_size = 4096,
-              std::uint16_t management_lcore = 0) {
+              std::uint16_t management_lcore = 0, bool unsteered = true) {
     static int pairs = 0;
     const std::string n = std::to_string(pairs++);
     PortSetup s;
     s.queues = lcores;
     s.mbufs = 4096;
-    s.ring_unsteered = true;
+    s.ring_unsteered = unsteered;
     if (!Port::create_ring_pair("ho_a" + n, "ho_b" + n, s, a, b, error) || !a->start(error) || !b->start(error))
       return false;
     for (auto [port, node, side] : {std::tuple{a.get(), &node_a, "a"}, std::tuple{b.get(), &node_b, "b"}}) {
@@ -209,6 +211,57 @@ TEST(NodeHandoff, AFullHandOffRingDropsUnderItsNameAndQp1GoesToTheManagementLcor
   EXPECT_EQ(c1.rx_frames, 3u);
   EXPECT_EQ(c1.rx_unknown_qpn, 2u);  // 0x203 has no connection
   EXPECT_EQ(c1.rx_misdirected, 0u);
+}
+
+TEST(SteeringCheck, ProbesArriveOnTheirOwnersQueuesWhereTheRingSteers) {
+  UnsteeredNodes p;
+  std::string error;
+  ASSERT_TRUE(p.create(false, error, 4096, 0, /*unsteered=*/false)) << error;
+  SteeringCheck result;
+  ASSERT_TRUE(check_steering(*p.node_a, *p.node_b, result, error)) << error;
+  EXPECT_EQ(result.arrived_on, (std::vector<int>{0, 1}));
+  EXPECT_EQ(result.handed_off, 0);
+  for (std::uint16_t i = 0; i < lcores; ++i) {
+    EXPECT_EQ(steering_probe_qpn(i, lcores) % lcores, i);
+    EXPECT_EQ(p.node_b->host(i).counters().rx_unknown_qpn, 1u);
+    EXPECT_EQ(p.node_b->host(i).counters().rx_misdirected, 0u);
+  }
+}
+
+TEST(SteeringCheck, AnUnsteeredPortWithoutHandOffIsAOneLineErrorNamingTheFix) {
+  UnsteeredNodes p;
+  std::string error;
+  ASSERT_TRUE(p.create(false, error)) << error;
+  SteeringCheck result;
+  EXPECT_FALSE(check_steering(*p.node_a, *p.node_b, result, error));
+  EXPECT_EQ(error, "port " + std::to_string(p.b->id()) +
+                       ": frames for lcore 1's QPNs arrived on queue 0: the PMD does not steer by QPN; run with "
+                       "software hand-off (the default for this PMD) or install a flow rule per queue on the BTH "
+                       "destination QP (testpmd_command, doc/ENGINE.md \"Steering by destination QPN\")");
+  EXPECT_EQ(result.arrived_on, (std::vector<int>{0, 0}));
+}
+
+TEST(SteeringCheck, AnUnsteeredPortWithHandOffPassesAndTheProbeReachesItsOwner) {
+  UnsteeredNodes p;
+  std::string error;
+  ASSERT_TRUE(p.create(true, error)) << error;
+  SteeringCheck result;
+  ASSERT_TRUE(check_steering(*p.node_a, *p.node_b, result, error)) << error;
+  EXPECT_EQ(result.arrived_on, (std::vector<int>{0, 0}));
+  EXPECT_EQ(result.handed_off, 1);
+  EXPECT_EQ(p.node_b->host(0).counters().rx_handed_off, 1u);
+  EXPECT_EQ(p.node_b->host(1).counters().rx_unknown_qpn, 1u);
+  EXPECT_EQ(p.node_b->host(0).counters().rx_misdirected + p.node_b->host(1).counters().rx_misdirected, 0u);
+}
+
+TEST(SteeringCheck, AProbeThatNeverArrivesSaysSo) {
+  UnsteeredNodes p;
+  std::string error;
+  ASSERT_TRUE(p.create(true, error)) << error;
+  SteeringCheck result;
+  // B as sender and receiver: its probes go to A, which nobody polls.
+  EXPECT_FALSE(check_steering(*p.node_b, *p.node_b, result, error, 20));
+  EXPECT_NE(error.find("the steering probe for lcore 0 did not arrive in 20 turns"), std::string::npos) << error;
 }
 
 }  // namespace
