@@ -22,6 +22,17 @@ std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error)
   std::unique_ptr<Node> node(new Node(config));
   node->slots_ = std::vector<LcoreSlot>(config.lcores);
   const int socket = rte_eth_dev_socket_id(config.port_id);
+  // One consumer (lcore i), any producer. DPDK names are process-wide and
+  // 31 bytes at most: the node's address is unique while it lives.
+  const auto make_ring = [&](const char* prefix, const char* what, std::uint32_t size, std::uint16_t i) {
+    const std::string name =
+        fmt::format("{}{:x}.{}", prefix, reinterpret_cast<std::uintptr_t>(node.get()) & 0xffffffffff, i);
+    rte_ring* ring = rte_ring_create(name.c_str(), size, socket < 0 ? SOCKET_ID_ANY : socket, RING_F_SC_DEQ);
+    if (ring == nullptr)
+      error = fmt::format("node '{}': cannot create {} ring '{}' of {}: {} (a power of two, and EAL memory left?)",
+                          config.name, what, name, size, rte_strerror(rte_errno));
+    return ring;
+  };
   for (std::uint16_t i = 0; i < config.lcores; ++i) {
     LcoreSlot& slot = node->slots_[i];
     EngineHostConfig hc = config.hosts;
@@ -31,25 +42,11 @@ std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error)
     hc.queues = config.lcores;
     slot.host = EngineHost::create(hc, error);
     if (!slot.host) return nullptr;
-    // DPDK names are process-wide and 31 bytes at most: the node's address
-    // is unique while it lives.
-    const std::string ring_name = fmt::format("cmd{:x}.{}", reinterpret_cast<std::uintptr_t>(node.get()) & 0xffffffffff, i);
-    slot.commands = rte_ring_create(ring_name.c_str(), config.command_ring_size, socket < 0 ? SOCKET_ID_ANY : socket,
-                                    RING_F_SC_DEQ);
-    if (slot.commands == nullptr) {
-      error = fmt::format("node '{}': cannot create command ring '{}' of {}: {} (a power of two, and EAL memory left?)",
-                          config.name, ring_name, config.command_ring_size, rte_strerror(rte_errno));
-      return nullptr;
-    }
+    slot.commands = make_ring("cmd", "command", config.command_ring_size, i);
+    if (slot.commands == nullptr) return nullptr;
     if (!config.software_handoff) continue;
-    const std::string handoff_name = fmt::format("hof{:x}.{}", reinterpret_cast<std::uintptr_t>(node.get()) & 0xffffffffff, i);
-    slot.handoff = rte_ring_create(handoff_name.c_str(), config.handoff_ring_size, socket < 0 ? SOCKET_ID_ANY : socket,
-                                   RING_F_SC_DEQ);
-    if (slot.handoff == nullptr) {
-      error = fmt::format("node '{}': cannot create hand-off ring '{}' of {}: {} (a power of two, and EAL memory left?)",
-                          config.name, handoff_name, config.handoff_ring_size, rte_strerror(rte_errno));
-      return nullptr;
-    }
+    slot.handoff = make_ring("hof", "hand-off", config.handoff_ring_size, i);
+    if (slot.handoff == nullptr) return nullptr;
   }
   if (config.software_handoff) {
     RxHandoff handoff;
