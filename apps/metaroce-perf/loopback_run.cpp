@@ -585,6 +585,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   config.tap = tap;
   config.qps = o.qps;
   config.lcores = o.lcores;
+  config.software_handoff = o.software_handoff;
   config.hosts.max_connections = o.qps;  // each host owns one end of each, at most
   if (!o.cc.empty() && o.cc != "none") {
     std::string cc_error;
@@ -677,6 +678,11 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   // A lane whose lcore was not free (not expected: checked above) runs after lane 0.
   for (std::uint16_t k = 1; k < lanes; ++k)
     if (!sender_launched[k]) senders[k]->run();
+  // With software hand-off, side A's lcore 0 takes every lane's ACKs from
+  // the port and hands them on: it keeps turning until the other lanes end.
+  for (std::uint16_t k = 1; k < lanes && o.software_handoff; ++k)
+    while (sender_launched[k] && rte_eal_get_lcore_state(workers[lanes + k - 1]) == RUNNING)
+      idle(o, lb.poll_side_a(0));
   for (std::uint16_t k = 1; k < lanes; ++k)
     if (sender_launched[k]) rte_eal_wait_lcore(workers[lanes + k - 1]);
   for (auto& r : receivers) r->stop.store(true, std::memory_order_release);

@@ -89,6 +89,8 @@ po::options_description describe() {
                                               "spread evenly over them, each lcore owning its own queue, "
                                               "connections and share of -n (-q at least N; not with --fabric, "
                                               "--capture or --raw)")
+      ("software-handoff", "--loopback --lcores N: the pair delivers every frame to queue 0, as a PMD that cannot "
+                           "steer by QPN, and lcore 0 hands each other lcore's frames to it (rx_handed_off)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
       ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
@@ -343,6 +345,12 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   o.raw = vm.count("raw") != 0;
+  o.software_handoff = vm.count("software-handoff") != 0;
+  if (o.software_handoff && (o.role != PerfRole::loopback || o.lcores < 2 || o.raw || vm.count("fabric") ||
+                             vm.count("capture"))) {
+    message = "--software-handoff is for --loopback --lcores 2 or more (without --fabric, --capture or --raw)";
+    return ParseOutcome::error;
+  }
   if (o.lcores > 1) {
     const char* clash = o.role != PerfRole::loopback ? "--server/--client (one lcore per end there)"
                         : vm.count("fabric")          ? "--fabric (the inline fabric forwards one queue)"

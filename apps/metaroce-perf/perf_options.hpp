@@ -86,6 +86,9 @@ struct PerfOptions {
   // --lcores: lcores per side (--loopback: a sender and a receiver each,
   // lane k carrying the connections of queue k).
   std::uint16_t lcores = 1;
+  // --software-handoff: the loopback's pair does not steer; lcore 0 of each
+  // side takes every frame and hands the others' to them.
+  bool software_handoff = false;
   std::uint64_t receive_capacity_bps = 0;  // --receive-capacity; 0: each receiving port's link rate
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults

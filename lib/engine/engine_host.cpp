@@ -2,12 +2,14 @@
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <chrono>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "engine/steering.hpp"
 #include "wire/byte_order.hpp"
 
 namespace metaroce::engine {
@@ -143,6 +145,41 @@ void EngineHost::receive(std::uint64_t now, rte_mbuf* m, const wire::ParseOption
   host_.receive(now, bytes, options);
 }
 
+void EngineHost::receive_burst(std::uint64_t now, rte_mbuf* const* rx, std::uint16_t received) {
+  for (std::uint16_t i = 0; i < received;) {
+    if (i + 4 <= received && !config_.icrc_offload && four_alike(rx + i)) {
+      receive_four(now, rx + i);
+      i += 4;
+      continue;
+    }
+    receive(now, rx[i]);
+    free_received(rx[i]);
+    ++i;
+  }
+}
+
+std::uint16_t EngineHost::hand_off(rte_mbuf** rx, std::uint16_t n) {
+  EngineCounters& counters = host_.counters();
+  const auto lcores = static_cast<std::uint16_t>(handoff_.rings.size());
+  std::uint16_t kept = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = rx[i];
+    std::uint32_t qpn = 0;
+    std::uint16_t owner = handoff_.self;
+    if (peek_bth_dest_qp({rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len}, qpn))
+      owner = qpn == management_qpn ? handoff_.management_lcore : steering_queue(qpn, lcores);
+    if (owner == handoff_.self) {
+      rx[kept++] = m;
+    } else if (rte_ring_mp_enqueue(handoff_.rings[owner], m) == 0) {
+      ++counters.rx_handed_off;
+    } else {
+      ++counters.rx_handoff_ring_full;
+      rte_pktmbuf_free(m);
+    }
+  }
+  return kept;
+}
+
 std::size_t EngineHost::flush_tx() {
   const std::size_t waiting = tx_pending_.size() - tx_pending_head_;
   if (waiting == 0) return 0;
@@ -176,18 +213,21 @@ std::size_t EngineHost::poll_once() {
   if (last_poll_ns_ != 0) counters.max_poll_gap_ns = std::max(counters.max_poll_gap_ns, now - last_poll_ns_);
   last_poll_ns_ = now;
   std::array<rte_mbuf*, burst_size> rx{};
-  const std::uint16_t received = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
-  prefetch_received(rx.data(), received);
-  for (std::uint16_t i = 0; i < received;) {
-    if (i + 4 <= received && !config_.icrc_offload && four_alike(rx.data() + i)) {
-      receive_four(now, rx.data() + i);
-      i += 4;
-      continue;
-    }
-    receive(now, rx[i]);
-    free_received(rx[i]);
-    ++i;
+  std::size_t received = 0;
+  if (!handoff_.rings.empty()) {
+    // What other lcores took for this one first: it arrived earlier.
+    const auto n = static_cast<std::uint16_t>(
+        rte_ring_sc_dequeue_burst(handoff_.rings[handoff_.self], reinterpret_cast<void**>(rx.data()), burst_size,
+                                  nullptr));
+    prefetch_received(rx.data(), n);
+    receive_burst(now, rx.data(), n);
+    received += n;
   }
+  const std::uint16_t taken = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
+  const std::uint16_t own = handoff_.rings.empty() ? taken : hand_off(rx.data(), taken);
+  prefetch_received(rx.data(), own);
+  receive_burst(now, rx.data(), own);
+  received += taken;
   if (received != 0) now = clock_.now_ns();
   host_.advance(now);
 

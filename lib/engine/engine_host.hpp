@@ -32,6 +32,7 @@
 #include "transport/connection.hpp"
 
 struct rte_mbuf;
+struct rte_ring;
 
 namespace metaroce::engine {
 
@@ -56,6 +57,16 @@ struct EngineHostConfig {
   // 0: busy poll. Otherwise run() sleeps this long after a turn that did
   // nothing, so processes can share cores (costs latency).
   std::uint32_t idle_sleep_us = 0;
+};
+
+// Software hand-off between a node's lcores (Node, on a PMD that cannot
+// steer by QPN): lcore i's ring takes the frames other lcores received for
+// its QPNs (many producers, one consumer: lcore i); the mbufs move, their
+// bytes are not copied.
+struct RxHandoff {
+  std::vector<rte_ring*> rings;      // by lcore; empty: no hand-off
+  std::uint16_t self = 0;            // this host's lcore
+  std::uint16_t management_lcore = 0;  // where QP 1's frames go
 };
 
 class alignas(64) EngineHost {
@@ -88,6 +99,13 @@ class alignas(64) EngineHost {
   [[nodiscard]] host::Host& host() noexcept { return host_; }
   [[nodiscard]] const host::Host& host() const noexcept { return host_; }
 
+  // Before the first poll_once only. With hand-off, each turn first receives
+  // what other lcores handed this one, then passes on each frame from the
+  // port whose destination QP another lcore owns (QP 1: the management
+  // lcore's), and parses only its own.
+  void set_rx_handoff(RxHandoff handoff) { handoff_ = std::move(handoff); }
+  [[nodiscard]] const RxHandoff& rx_handoff() const noexcept { return handoff_; }
+
   // One turn; returns frames received + frames transmitted (0: idle).
   std::size_t poll_once();
   // Turns until `stop` becomes true, sleeping when idle if configured.
@@ -112,6 +130,11 @@ class alignas(64) EngineHost {
   // Receives four frames of a burst that look alike (four_alike in the
   // .cpp), their ICRCs folded together.
   void receive_four(std::uint64_t now, rte_mbuf* const* frames);
+  // Receives and frees `n` frames.
+  void receive_burst(std::uint64_t now, rte_mbuf* const* frames, std::uint16_t n);
+  // Passes the frames of `rx` that another lcore owns to it; returns how
+  // many stay (compacted at the front).
+  std::uint16_t hand_off(rte_mbuf** rx, std::uint16_t n);
   std::size_t flush_tx();
   void idle(bool nothing_done);
 
@@ -139,6 +162,7 @@ class alignas(64) EngineHost {
   std::size_t tx_pending_head_ = 0;
   std::vector<std::uint8_t> rx_scratch_;
   std::uint64_t last_poll_ns_ = 0;
+  RxHandoff handoff_;
 };
 
 }  // namespace metaroce::engine

@@ -21,8 +21,13 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     error = "the inline fabric and the frame tap forward one queue: use one lcore per side with them";
     return nullptr;
   }
+  if (linked && config.software_handoff) {
+    error = "the inline fabric and the frame tap forward one queue: software hand-off needs none of them";
+    return nullptr;
+  }
   PortSetup ports = config.ports;
   ports.queues = config.lcores;
+  ports.ring_unsteered = config.software_handoff;
   if (linked) {
     if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}la", id), ports, lb->port_a_,
                                 lb->port_la_, error) ||
@@ -46,6 +51,7 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     nc.name = fmt::format("lo{}{}", id, side);
     nc.port_id = port.id();
     nc.lcores = config.lcores;
+    nc.software_handoff = config.software_handoff;
     nc.hosts = config.hosts;
     if (nc.hosts.tx_data_room == 0) nc.hosts.tx_data_room = data_room;
     nc.hosts.multi_segment_tx = nc.hosts.multi_segment_tx && port.multi_segment_tx();

@@ -47,6 +47,10 @@ struct LoopbackConfig {
   // Hosts per side (queues of the pair), 1..max_node_lcores; more than one
   // needs no fabric, tap or inline link (the links forward one queue).
   std::uint16_t lcores = 1;
+  // The pair built unsteered (every tx queue feeds the peer's rx queue 0,
+  // as a PMD that cannot steer by QPN) and the nodes hand frames off in
+  // software: what the hand-off costs, against the steered pair.
+  bool software_handoff = false;
   // Connections (QP pairs) between the two sides, perftest's -q, 1..16384
   // (hosts.max_connections must allow as many per host): pair i has QPNs
   // 0x101 + i (A) and 0x202 + i (B) with one lcore; with several,

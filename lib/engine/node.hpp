@@ -16,6 +16,13 @@
 // to the owner's command ring (an rte_ring, many producers, one consumer)
 // and runs on the owner's next turn, never on the poster's lcore.
 //
+// On a PMD that cannot steer by QPN (steering_method: software_handoff),
+// frames land on any queue: with software_handoff set, the lcore that takes
+// a frame for another lcore's QPN passes the mbuf to that owner's hand-off
+// ring (QP 1's to management_lcore, where the connection manager runs),
+// and each lcore drains its ring before its own rx burst (rx_handed_off at
+// the receiver; rx_handoff_ring_full, a drop, when the owner's ring is full).
+//
 // Threading: post() may be called from any thread; everything else about
 // slot i (host(i), poll(i), run_commands(i)) only from lcore i's thread,
 // except counters, which others may read as racy snapshots.
@@ -42,6 +49,9 @@ struct NodeConfig {
   // ("<name>.<i>", port_id, i, lcores).
   EngineHostConfig hosts{};
   std::uint32_t command_ring_size = 1024;  // commands waiting per lcore (a power of two)
+  bool software_handoff = false;           // the PMD does not steer by QPN: lcores pass frames on
+  std::uint32_t handoff_ring_size = 4096;  // frames waiting per lcore (a power of two)
+  std::uint16_t management_lcore = 0;      // the connection manager's: QP 1's frames go there
 };
 
 inline constexpr std::uint16_t max_node_lcores = 128;
@@ -91,6 +101,7 @@ class Node {
     rte_ring* commands = nullptr;
     std::uint64_t commands_run = 0;                  // written by the owner only
     std::atomic<std::uint64_t> commands_refused{0};  // by any poster
+    rte_ring* handoff = nullptr;                     // frames for this lcore's QPNs (software_handoff)
   };
   static_assert(sizeof(LcoreSlot) == 64);
 

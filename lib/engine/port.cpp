@@ -52,14 +52,16 @@ std::unique_ptr<Port> Port::open(const std::string& device_name, const PortSetup
 
 bool Port::create_ring_pair(const std::string& name_a, const std::string& name_b, const PortSetup& setup,
                             std::unique_ptr<Port>& a, std::unique_ptr<Port>& b, std::string& error) {
-  // Ring a_to_b[i] is tx queue i of a and rx queue i of b, and back.
+  // Ring a_to_b[i] is tx queue i of a and rx queue i of b, and back; when
+  // unsteered, every tx queue of a is a_to_b[0] (which then has several
+  // producers) and b's other rx queues stay empty.
   std::vector<rte_ring*> a_to_b, b_to_a;
   const unsigned ring_size = rte_align32pow2(std::max<unsigned>(setup.rx_desc, setup.tx_desc));
   for (unsigned q = 0; q < setup.queues; ++q) {
     for (auto* rings : {&a_to_b, &b_to_a}) {
       const std::string ring_name = unique_name("ring_" + name_a);
-      rte_ring* r = rte_ring_create(ring_name.c_str(), ring_size, static_cast<int>(rte_socket_id()),
-                                    RING_F_SP_ENQ | RING_F_SC_DEQ);
+      const unsigned flags = setup.ring_unsteered ? RING_F_SC_DEQ : RING_F_SP_ENQ | RING_F_SC_DEQ;
+      rte_ring* r = rte_ring_create(ring_name.c_str(), ring_size, static_cast<int>(rte_socket_id()), flags);
       if (r == nullptr) {
         error = fmt::format("cannot create ring '{}': {}; give EAL more memory (-m / memory_mb)", ring_name,
                             rte_strerror(rte_errno));
@@ -67,6 +69,11 @@ bool Port::create_ring_pair(const std::string& name_a, const std::string& name_b
       }
       rings->push_back(r);
     }
+  }
+  std::vector<rte_ring*> a_tx = a_to_b, b_tx = b_to_a;
+  if (setup.ring_unsteered) {
+    a_tx.assign(setup.queues, a_to_b[0]);
+    b_tx.assign(setup.queues, b_to_a[0]);
   }
   // net_ring never allocates on receive (it hands over the sender's mbufs),
   // but rx queue setup wants a mempool: give it a token one.
@@ -89,7 +96,7 @@ bool Port::create_ring_pair(const std::string& name_a, const std::string& name_b
     out->ring_port_ = true;
     return out->configure(ring_setup, error);
   };
-  return make(name_a, b_to_a, a_to_b, a) && make(name_b, a_to_b, b_to_a, b);
+  return make(name_a, b_to_a, a_tx, a) && make(name_b, a_to_b, b_tx, b);
 }
 
 bool Port::configure(const PortSetup& setup, std::string& error) {

@@ -23,6 +23,10 @@ struct PortSetup {
   std::uint32_t mbufs = 16384;       // receive mbufs, split over one mempool per queue (1024 each at least)
   std::uint16_t mbuf_data_room = 0;  // 0: from mtu
   std::uint32_t mtu = 9000;          // L3 MTU; ignored by PMDs that cannot set it
+  // create_ring_pair only: every tx queue of each port feeds the other's rx
+  // queue 0, as a PMD that cannot steer by QPN (tests and benchmarks of the
+  // software hand-off); otherwise tx queue i is the peer's rx queue i.
+  bool ring_unsteered = false;
 };
 
 // A port's link: what the PMD reports and, for a port on a kernel interface

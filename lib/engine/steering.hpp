@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "engine/preset.hpp"
@@ -20,7 +21,10 @@ namespace metaroce::engine {
 
 enum class SteeringMethod : std::uint8_t {
   tx_queue,       // the sender's tx queue is the receiver's rx queue (net_ring)
-  single_queue,   // nothing can steer: one queue (one lcore) per port
+  // Nothing steers by QPN: a frame lands on whatever queue the PMD picks
+  // (one for pcap and tap, the kernel's fanout for af_packet), and the lcore
+  // that takes it passes it to its owner (Node, rx_handed_off).
+  software_handoff,
   bth_flow_rule,  // one rte_flow rule per queue on the BTH destination QP (a NIC)
 };
 
@@ -50,6 +54,12 @@ struct BthQueueRule {
     return (static_cast<std::uint8_t>(qpn & 0xff) & mask) == value;
   }
 };
+
+// The destination QP of a RoCEv2 frame (Ethernet, one optional 802.1Q tag,
+// IPv4 or IPv6, UDP to 4791, BTH) without parsing the rest, from the bytes
+// at hand (a first segment); false for anything else or too short, which
+// the receiving lcore keeps and parses itself.
+[[nodiscard]] bool peek_bth_dest_qp(std::span<const std::uint8_t> frame, std::uint32_t& qpn) noexcept;
 
 // The rule for queue `queue` of `queues` (a power of two, 1..256); false
 // with a one-line error otherwise.

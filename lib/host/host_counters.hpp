@@ -16,7 +16,7 @@
 namespace metaroce::host {
 
 struct HostCounters {
-  std::uint64_t rx_frames = 0;       // taken from the port
+  std::uint64_t rx_frames = 0;       // received: from the port, or handed off by another lcore
   std::uint64_t rx_bytes = 0;
   std::uint64_t rx_linearized = 0;   // multi-segment frames copied to be parsed
   std::uint64_t rx_delivered = 0;    // handed to a connection
@@ -25,6 +25,11 @@ struct HostCounters {
   std::uint64_t rx_neighbour = 0;    // ARP and ICMPv6: handed to the neighbour cache (counted there)
   std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
   std::uint64_t rx_vlan_mismatch = 0;  // dropped: 802.1Q tag (or none) not the connection's VLAN
+  // Software hand-off (a node on a PMD that cannot steer by QPN): frames
+  // this lcore took from the port for a QPN another lcore owns, passed to
+  // that owner's ring (counted there as rx_frames, not here) ...
+  std::uint64_t rx_handed_off = 0;
+  std::uint64_t rx_handoff_ring_full = 0;  // ... or dropped: the owner's ring was full
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
   std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
 
@@ -59,7 +64,7 @@ struct HostCounters {
     return n;
   }
   [[nodiscard]] std::uint64_t dropped() const noexcept {
-    return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_parse_errors_total() + rx_mempool_empty +
+    return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_handoff_ring_full + rx_parse_errors_total() + rx_mempool_empty +
            tx_frame_too_large + neighbour.rx_errors_total();
   }
 
@@ -73,6 +78,8 @@ struct HostCounters {
     rx_neighbour += o.rx_neighbour;
     rx_misdirected += o.rx_misdirected;
     rx_vlan_mismatch += o.rx_vlan_mismatch;
+    rx_handed_off += o.rx_handed_off;
+    rx_handoff_ring_full += o.rx_handoff_ring_full;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
     rx_mempool_empty += o.rx_mempool_empty;
     tx_frames += o.tx_frames;
@@ -117,6 +124,8 @@ struct HostCounters {
     f("rx_neighbour", self.rx_neighbour);
     f("rx_misdirected", self.rx_misdirected);
     f("rx_vlan_mismatch", self.rx_vlan_mismatch);
+    f("rx_handed_off", self.rx_handed_off);
+    f("rx_handoff_ring_full", self.rx_handoff_ring_full);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
       f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), self.rx_parse_errors[i]);
     f("rx_mempool_empty", self.rx_mempool_empty);

@@ -14,7 +14,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..9"
+echo "1..11"
 "$perf" --loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 --json "$work/l.json" >"$work/out" 2>&1
 status=$?
 check "--loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 exits 0, every byte verified" \
@@ -43,6 +43,22 @@ status=$?
 check "--op send --streams 2 -n 3001 over 2 lcores: exits 0, 3001 receive completions in all" \
   "[ $status -eq 0 ] && jq -e '.connection_b.receive_completions == 3001 and .results[0].iterations == 3001
      and all(.results[0].lcores[]; .data_packets > 0)' '$work/s.json' >/dev/null"
+
+# Over a pair that delivers every frame to queue 0 (a PMD that cannot
+# steer): lcore 0 of each side hands lcore 1's frames to it.
+"$perf" --loopback --lcores 2 --software-handoff -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 \
+  --json "$work/h.json" >"$work/out" 2>&1
+status=$?
+check "--software-handoff --lcores 2: exits 0, every byte verified, every lcore with data packets, frames handed off on both sides, none misdirected or lost" \
+  "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out' \
+   && jq -e 'all(.results[0].lcores[]; .connections == 4 and .data_packets > 0)
+             and .host_a.rx_handed_off > 0 and .host_b.rx_handed_off > 0
+             and .host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0
+             and .host_a.rx_handoff_ring_full == 0 and .host_b.rx_handoff_ring_full == 0
+             and .host_a.rx_unknown_qpn == 0 and .host_b.rx_unknown_qpn == 0' '$work/h.json' >/dev/null"
+"$perf" --loopback --software-handoff -n 10 >"$work/out" 2>&1
+status=$?
+check "--software-handoff with one lcore exits 2" "[ $status -eq 2 ] && grep -q 'software-handoff is for --loopback --lcores 2' '$work/out'"
 
 "$perf" --loopback --lcores 2 -q 1 -n 10 >"$work/out" 2>&1
 status=$?

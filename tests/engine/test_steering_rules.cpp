@@ -18,8 +18,8 @@ namespace {
 
 TEST(SteeringRules, EveryPresetHasItsMethodAndTheNicRulesCoverEveryQpnOnce) {
   const std::vector<std::pair<std::string, SteeringMethod>> presets = {
-      {"net_ring", SteeringMethod::tx_queue},        {"net_pcap", SteeringMethod::single_queue},
-      {"net_af_packet", SteeringMethod::single_queue}, {"net_tap", SteeringMethod::single_queue},
+      {"net_ring", SteeringMethod::tx_queue},        {"net_pcap", SteeringMethod::software_handoff},
+      {"net_af_packet", SteeringMethod::software_handoff}, {"net_tap", SteeringMethod::software_handoff},
       {"mlx5", SteeringMethod::bth_flow_rule},       {"ice", SteeringMethod::bth_flow_rule},
       {"i40e", SteeringMethod::bth_flow_rule}};
   for (const auto& [name, method] : presets) {
@@ -27,8 +27,8 @@ TEST(SteeringRules, EveryPresetHasItsMethodAndTheNicRulesCoverEveryQpnOnce) {
     std::string error;
     ASSERT_TRUE(load_preset(std::string(DRIVERS_CONFIG_DIR) + "/" + name + ".ini", p, error)) << error;
     EXPECT_EQ(steering_method(p.port.driver), method) << name;
-    if (method == SteeringMethod::single_queue) {
-      EXPECT_EQ(p.port.queues, 1) << name << ": nothing steers its queues";
+    if (method == SteeringMethod::software_handoff) {
+      EXPECT_EQ(p.port.queues, 1) << name << ": nothing steers its queues (a node hands frames off in software)";
     }
     if (method != SteeringMethod::bth_flow_rule) continue;
     const std::uint16_t queues = p.port.queues;
