@@ -106,7 +106,9 @@ nft_count() { ip netns exec "$ns_r" nft -j list counter inet metaroce_test "$1" 
 tbf_drops() { ip netns exec "$ns_r" tc -j -s qdisc show dev r1 | jq '.[0].drops'; }
 reset_counters() {
   ip netns exec "$ns_r" nft reset counters table inet metaroce_test >/dev/null
-  ip netns exec "$ns_r" tc qdisc replace dev r1 root tbf rate 1gbit burst 64kb limit 4mb
+  # Deleted and added again: some kernels keep a replaced qdisc's drop count.
+  ip netns exec "$ns_r" tc qdisc del dev r1 root 2>/dev/null
+  ip netns exec "$ns_r" tc qdisc add dev r1 root tbf rate 1gbit burst 64kb limit 4mb
 }
 # The router's kernel forgets what it learned, so each run's ends are asked again.
 flush_neighbours() { ip -n "$ns_r" neigh flush dev r0; ip -n "$ns_r" neigh flush dev r1; }
