@@ -22,6 +22,7 @@ host::HostConfig host_config(const EngineHostConfig& c) {
   h.queues = c.queues;
   h.max_connections = c.max_connections;
   h.pool_limits = c.pool_limits;
+  h.tx_budget_frames = c.tx_budget_frames;
   return h;
 }
 }  // namespace

@@ -54,6 +54,10 @@ struct EngineHostConfig {
   // add_connection refuses more (connections_refused).
   std::uint32_t max_connections = 16384;
   transport::PoolLimits pool_limits{};
+  // Frames one turn takes from the connections (host::HostConfig::
+  // tx_budget_frames): a few bursts, so that what waits for the ring stays
+  // small and warm however many connections are ready. 0: no limit.
+  std::uint32_t tx_budget_frames = 256;
   // 0: busy poll. Otherwise run() sleeps this long after a turn that did
   // nothing, so processes can share cores (costs latency).
   std::uint32_t idle_sleep_us = 0;

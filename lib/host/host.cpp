@@ -157,13 +157,22 @@ bool Host::release_held(FrameSink& sink) {
 void Host::poll_connections(std::uint64_t now, FrameSink& sink) {
   // Those ready when the turn began, each once: one that asks again (it
   // stopped at its burst limit) goes behind the others, to the next turn.
+  // Once the turn's frames reach the budget, the rest wait for the next
+  // turn, in their places.
+  const std::size_t budget = config_.tx_budget_frames;
+  std::size_t taken = 0;
   for (std::size_t n = ready_.size(); n > 0; --n) {
+    if (budget != 0 && taken >= budget) {
+      ++counters_.tx_budget_stops;
+      return;
+    }
     transport::Connection* c = ready_.pop();
     ++counters_.connections_polled;
     batch_.clear();
     c->poll(now, batch_);
     if (batch_.empty()) continue;
     const std::size_t took = sink.take(batch_, 0);
+    taken += took;
     if (took == batch_.size()) continue;
     // The sink ran out of buffers: the rest of this connection's frames
     // wait in order, and so do the other connections, whose places at the

@@ -18,7 +18,9 @@
 // simulator copies bytes). Frames the sink cannot take now (no buffer) are
 // copied aside, held, and given to it first on a later turn, in order;
 // while any are held no connection is polled, and the ones not polled keep
-// their place at the front of the ready list (no connection starves).
+// their place at the front of the ready list (no connection starves). A
+// turn stops polling the same way once it has taken
+// HostConfig::tx_budget_frames (tx_budget_stops).
 // Nothing is dropped but a frame larger than any buffer (tx_frame_too_large).
 // The neighbour cache's answers and requests go first, as held frames do.
 //
@@ -65,6 +67,14 @@ struct HostConfig {
   // (connections_refused). An idle one costs a few KiB (doc/DESIGN.md).
   std::uint32_t max_connections = 16384;
   transport::PoolLimits pool_limits{};
+  // Frames a transmit turn takes from the connections before it stops
+  // polling them (the rest keep their places at the front of the ready
+  // list, for the next turn); 0: no limit. A turn always polls at least one
+  // connection. Without a limit, thousands of ready connections each hand
+  // over a burst in one turn: tens of thousands of frames wait in host
+  // memory for a ring that takes a few hundred, their mbufs and packet
+  // state grow cold, and the turn lasts milliseconds.
+  std::uint32_t tx_budget_frames = 0;
 };
 
 // Where a host's frames go.

@@ -54,6 +54,9 @@ struct HostCounters {
   // Connections polled, summed over turns: a turn polls only those on the
   // ready list, so idle connections add nothing.
   std::uint64_t connections_polled = 0;
+  // Turns that stopped polling connections at the transmit budget
+  // (HostConfig::tx_budget_frames): those not polled go first next turn.
+  std::uint64_t tx_budget_stops = 0;
   // The neighbour cache's (Host::enable_neighbours): ARP and ND answered,
   // sent, learned and dropped by reason.
   NeighbourCounters neighbour;
@@ -96,6 +99,7 @@ struct HostCounters {
     max_poll_gap_ns = std::max(max_poll_gap_ns, o.max_poll_gap_ns);
     connections_refused += o.connections_refused;
     connections_polled += o.connections_polled;
+    tx_budget_stops += o.tx_budget_stops;
     neighbour += o.neighbour;
     return *this;
   }
@@ -143,6 +147,7 @@ struct HostCounters {
     f("max_poll_gap_ns", self.max_poll_gap_ns);
     f("connections_refused", self.connections_refused);
     f("connections_polled", self.connections_polled);
+    f("tx_budget_stops", self.tx_budget_stops);
     self.neighbour.visit(f);
   }
 };

@@ -8,7 +8,10 @@
 //   - a sink with few buffers a turn (a short transmit mempool): the host
 //     holds what the sink refused and serves the connections in ready-list
 //     order, so each one's progress is fixed by the number of polls, and
-//     every message still completes.
+//     every message still completes;
+//   - a transmit budget (HostConfig::tx_budget_frames): a turn stops
+//     polling once it has taken that many frames, and the connections it
+//     did not poll go first in the next turn, in ready-list order.
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -298,6 +301,86 @@ TEST(HostPolling, ShortSinkServesConnectionsInTurn) {
   expect_host_at_rest(b, "B");
   EXPECT_EQ(a.wheel().pending(), 0u);
   EXPECT_EQ(b.wheel().pending(), 0u);
+}
+
+}  // namespace
+}  // namespace metaroce::test
+
+namespace metaroce::test {
+namespace {
+
+TEST(HostPolling, TransmitBudgetStopsTheTurnAndKeepsTheOrder) {
+  constexpr std::size_t connections = 32;
+  constexpr std::size_t message_bytes = 8 * 1024;  // one message each, of 8 packets
+  constexpr std::size_t packets = 8;
+  constexpr std::uint32_t budget = 20;             // frames: a turn polls 3 connections (24 frames)
+  constexpr std::size_t per_turn = 3;
+
+  host::Host a(host::HostConfig{.name = "A", .tx_budget_frames = budget});
+  host::Host b(host::HostConfig{.name = "B"});
+  transport::ConnectionConfig base = apps_default();
+  base.mtu = 1024;
+  std::vector<Connection*> senders, receivers;
+  for (std::uint32_t i = 0; i < connections; ++i) {
+    senders.push_back(&add(a, pair_end(base, i, true)));
+    receivers.push_back(&add(b, pair_end(base, i, false)));
+  }
+  std::vector<std::uint8_t> src(message_bytes);
+  std::vector<std::uint8_t> dst(connections * message_bytes, 0);
+  fill_pattern(3, src.data(), src.size());
+  const std::uint32_t lkey = a.memory().register_region(src.data(), src.size(), transport::access_local_write);
+  const std::uint32_t rkey = b.memory().register_region(
+      dst.data(), dst.size(), transport::access_local_write | transport::access_remote_write);
+  for (std::size_t i = 0; i < connections; ++i) {
+    transport::SendRequest r;
+    r.wr_id = i;
+    r.op = SendOp::write;
+    r.local_addr = src.data();
+    r.length = message_bytes;
+    r.lkey = lkey;
+    r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + i * message_bytes);
+    r.rkey = rkey;
+    ASSERT_EQ(senders[i]->post_send(r), PostResult::ok);
+  }
+  ASSERT_EQ(a.ready_count(), connections);
+
+  CountedSink sink_a(1u << 20);
+  std::uint64_t now = 0;
+  Frames all;
+  const std::size_t turns = (connections + per_turn - 1) / per_turn;  // 11
+  for (std::size_t turn = 1; turn <= turns; ++turn) {
+    now += 1'000;
+    a.transmit(now, sink_a);
+    const Frames out = sink_a.take_frames();
+    const std::size_t polled = std::min(connections, turn * per_turn);
+    // This turn polled the next 3 in ready-list order, and stopped there.
+    ASSERT_EQ(out.size(), (polled - (turn - 1) * per_turn) * packets) << "turn " << turn;
+    ASSERT_EQ(a.counters().connections_polled, polled) << "turn " << turn;
+    ASSERT_EQ(a.counters().tx_budget_stops, std::min(turn, turns - 1)) << "turn " << turn;
+    ASSERT_EQ(a.ready_count(), connections - polled) << "turn " << turn;
+    for (std::size_t i = 0; i < connections; ++i)
+      ASSERT_EQ(senders[i]->counters().data_packets_sent, i < polled ? packets : 0u) << "turn " << turn << ", " << i;
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  EXPECT_EQ(a.counters().tx_mempool_empty, 0u);  // nothing held: the budget is not a shortage
+  EXPECT_EQ(a.tx_held(), 0u);
+
+  // Everything arrives, is acknowledged and completes, in place.
+  CountedSink sink_b(1u << 20);
+  now += 1'000;
+  deliver(b, now, all);
+  b.transmit(now, sink_b);
+  deliver(a, now, sink_b.take_frames());
+  std::vector<Completion> cq;
+  for (std::size_t i = 0; i < connections; ++i) {
+    cq.clear();
+    senders[i]->poll_completions(cq);
+    ASSERT_EQ(cq.size(), 1u) << i;
+    EXPECT_EQ(cq[0].wr_id, i);
+    EXPECT_EQ(cq[0].status, CompletionStatus::success);
+    EXPECT_EQ(receivers[i]->counters().data_bytes_placed, message_bytes) << i;
+    EXPECT_EQ(first_mismatch(3, dst.data() + i * message_bytes, message_bytes), message_bytes) << i;
+  }
 }
 
 }  // namespace
