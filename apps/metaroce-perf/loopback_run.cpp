@@ -602,7 +602,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     // Each host's receive share; with several lcores per side each host
     // takes an equal slice of the port's capacity (Loopback divides the
     // link rate, this an explicit capacity).
-    config.receive_share = [&o](std::uint32_t link_speed_mbps) -> std::unique_ptr<transport::ReceiveShare> {
+    config.receive_share = [&o](std::uint32_t link_speed_mbps) -> std::unique_ptr<cc::FairShare> {
       return cc::make_receive_share(o.receive_capacity_bps / o.lcores, link_speed_mbps);
     };
   }
@@ -730,6 +730,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     sl.turns = s.result.sender_turns;
     sl.busy_turns = s.result.sender_busy_turns;
     sl.cpu_ns = s.cpu_ns;
+    if (const cc::PortShareBoard* b = lb.port_share_a()) sl.receive_part_bps = b->part_bps(k);
     LcoreResult rl;
     rl.side = "receiver";
     rl.lcore = threaded ? workers[k] : rte_lcore_id();
@@ -739,6 +740,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     rl.turns = r.counts.turns;
     rl.busy_turns = r.counts.busy_turns;
     rl.cpu_ns = r.cpu_ns;
+    if (const cc::PortShareBoard* b = lb.port_share_b()) rl.receive_part_bps = b->part_bps(k);
     result.lcores.push_back(sl);
     result.lcores.push_back(rl);
   }

@@ -48,6 +48,9 @@ struct LcoreResult {
   std::uint64_t busy_cycles = 0;
   std::uint64_t turns = 0, busy_turns = 0;
   std::uint64_t cpu_ns = 0;
+  // This lcore's part of its port's receive share at the end (several
+  // lcores with a receive share: cc::PortShareBoard); 0 otherwise.
+  std::uint64_t receive_part_bps = 0;
   [[nodiscard]] double busy_cycles_per_packet() const noexcept {
     return data_packets != 0 ? double(busy_cycles) / double(data_packets) : 0.0;
   }

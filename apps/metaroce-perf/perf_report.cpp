@@ -245,6 +245,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
             .add("busy_turns", l.busy_turns)
             .add("idle_share", l.idle_share())
             .add("cpu_ns", l.cpu_ns)
+            .add("receive_part_bps", l.receive_part_bps)
             .end_object();
       j.end_array();
     }

@@ -66,6 +66,15 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
       lb->node_a_->host(k).host().set_receive_share(lb->shares_a_.back().get());
       lb->node_b_->host(k).host().set_receive_share(lb->shares_b_.back().get());
     }
+    if (config.lcores > 1) {
+      const auto board = [&](const std::vector<std::unique_ptr<cc::FairShare>>& fronts) {
+        std::uint64_t port = 0;
+        for (const auto& f : fronts) port += f->capacity_bps();
+        return std::make_unique<cc::PortShareBoard>(port, fronts.size());
+      };
+      lb->board_a_ = board(lb->shares_a_);
+      lb->board_b_ = board(lb->shares_b_);
+    }
   }
 
   if (linked) {
@@ -153,12 +162,22 @@ Loopback::~Loopback() {
 
 std::size_t Loopback::poll_side_a(std::uint16_t lcore) {
   std::size_t work = node_a_->poll(lcore);
+  if (board_a_) {
+    const std::uint64_t now = node_a_->host(lcore).now_ns();
+    board_a_->front_turn(lcore, *shares_a_[lcore], now);
+    if (lcore == 0) board_a_->rebalance_turn(now);
+  }
   if (forward_) work += forward_->forward_once(node_a_->host(lcore).now_ns());
   return work;
 }
 
 std::size_t Loopback::poll_side_b(std::uint16_t lcore) {
   std::size_t work = node_b_->poll(lcore);
+  if (board_b_) {
+    const std::uint64_t now = node_b_->host(lcore).now_ns();
+    board_b_->front_turn(lcore, *shares_b_[lcore], now);
+    if (lcore == 0) board_b_->rebalance_turn(now);
+  }
   if (backward_) work += backward_->forward_once(node_b_->host(lcore).now_ns());
   return work;
 }

@@ -27,6 +27,8 @@
 #include <span>
 #include <string>
 
+#include "cc/fair_share.hpp"
+#include "cc/port_share_board.hpp"
 #include "engine/engine_host.hpp"
 #include "engine/impaired_link.hpp"
 #include "engine/node.hpp"
@@ -62,7 +64,10 @@ struct LoopbackConfig {
   // Each host's receive share, made once its port is up (from its link
   // rate, divided by lcores); empty: none. Connections with a controller that follows the
   // rate hint are attached to their host's (Host::set_receive_share).
-  std::function<std::unique_ptr<transport::ReceiveShare>(std::uint32_t link_speed_mbps)> receive_share;
+  // With several lcores, one port's hosts are fronts of one share of the
+  // port (cc::PortShareBoard): their capacities add up to the port's and
+  // are divided by the senders each front sees, every 500 us.
+  std::function<std::unique_ptr<cc::FairShare>(std::uint32_t link_speed_mbps)> receive_share;
   bool inline_link = false;  // put the links in even without impairment (for the tap)
   fabric::FabricConfig forward{};   // A -> B
   fabric::FabricConfig backward{};  // B -> A
@@ -101,6 +106,10 @@ class Loopback {
   [[nodiscard]] const transport::ReceiveShare* receive_share_b(std::uint16_t lcore = 0) const noexcept {
     return shares_b_.empty() ? nullptr : shares_b_[lcore].get();
   }
+  // Side A's and B's port shares: nullptr with one lcore or without
+  // config.receive_share.
+  [[nodiscard]] const cc::PortShareBoard* port_share_a() const noexcept { return board_a_.get(); }
+  [[nodiscard]] const cc::PortShareBoard* port_share_b() const noexcept { return board_b_.get(); }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
@@ -113,9 +122,10 @@ class Loopback {
   Loopback() = default;
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
   // One per host, outliving the hosts' connections. A host's share is its
-  // own (a share is written by its lcore only): with several lcores each
-  // takes an equal slice of the port's link rate, not one aggregate.
-  std::vector<std::unique_ptr<transport::ReceiveShare>> shares_a_, shares_b_;
+  // own (a share is written by its lcore only); with several lcores the
+  // board sets each one's part of the port (its lcore applies it).
+  std::vector<std::unique_ptr<cc::FairShare>> shares_a_, shares_b_;
+  std::unique_ptr<cc::PortShareBoard> board_a_, board_b_;
   std::unique_ptr<Node> node_a_, node_b_;
   std::unique_ptr<ImpairedLink> forward_, backward_;
   std::vector<transport::Connection*> connections_a_, connections_b_;

@@ -5,6 +5,7 @@
 
 #include "cc/dcqcn.hpp"
 #include "cc/fair_share.hpp"
+#include "cc/port_share_board.hpp"
 #include "cc/metaroce_cc.hpp"
 #include "cc/registry.hpp"
 
@@ -222,6 +223,72 @@ TEST(PortShare, DividesThePortAmongFrontsBySenders) {
   for (std::uint32_t s = 1; s <= 3; ++s) front.on_arrival(s, 1000, 0);
   EXPECT_EQ(front.share_mbps(1, 0), 475u);
   EXPECT_TRUE(port.rebalance({}).empty());
+}
+
+// A port with two receiving lcores (two fronts), driven as their lcores
+// drive it: each front publishes and applies once a period, one rebalances.
+// 2 heavy senders on front 0 and 1 on front 1 get equal shares once the
+// parts reach the fronts, and the parts add up to the port.
+TEST(PortShareBoard, FrontsTakeTheirPartOfThePortBySenders) {
+  constexpr std::uint64_t port = 1'500'000'000;
+  constexpr transport::Time period = real_time_measure_period;
+  // 64 KiB a period: about 1 Gb/s, more than any share here (heavy).
+  constexpr std::uint32_t burst = 65536;
+  PortShareBoard board(port, 2);
+  EXPECT_EQ(board.part_bps(0), port / 2);  // equal parts until the first rebalance
+  EXPECT_EQ(board.part_bps(1), port / 2);
+  auto front0 = make_receive_share(port / 2, 0);
+  auto front1 = make_receive_share(port / 2, 0);
+  const auto arrivals = [&](transport::Time now, bool third) {
+    front0->on_arrival(1, burst, now);
+    front0->on_arrival(2, burst, now);
+    if (third) front1->on_arrival(3, burst, now);
+  };
+  // t = 0: both publish (2 and 1 heavy), then the rebalance divides by
+  // them; the fronts still hold equal parts.
+  arrivals(0, true);
+  EXPECT_TRUE(board.front_turn(0, *front0, 0));
+  EXPECT_TRUE(board.front_turn(1, *front1, 0));
+  EXPECT_TRUE(board.rebalance_turn(0));
+  EXPECT_EQ(board.rebalances(), 1u);
+  EXPECT_EQ(board.part_bps(0), 1'000'000'000u);
+  EXPECT_EQ(board.part_bps(1), 500'000'000u);
+  EXPECT_EQ(front0->capacity_bps(), port / 2);
+  EXPECT_EQ(front0->share_mbps(1, 0), 375u);  // 750 M / 2: unequal before
+  EXPECT_EQ(front1->share_mbps(3, 0), 750u);
+  // Within the period nothing moves.
+  EXPECT_FALSE(board.front_turn(0, *front0, period - 1));
+  EXPECT_FALSE(board.rebalance_turn(period - 1));
+  // Next period: each front takes its part; every sender gets 500 Mb/s.
+  arrivals(period, true);
+  EXPECT_TRUE(board.front_turn(0, *front0, period));
+  EXPECT_TRUE(board.front_turn(1, *front1, period));
+  EXPECT_EQ(front0->capacity_bps(), 1'000'000'000u);
+  EXPECT_EQ(front1->capacity_bps(), 500'000'000u);
+  EXPECT_EQ(front0->share_mbps(1, period), 500u);
+  EXPECT_EQ(front0->share_mbps(2, period), 500u);
+  EXPECT_EQ(front1->share_mbps(3, period), 500u);
+  EXPECT_TRUE(board.rebalance_turn(period));
+  EXPECT_EQ(board.rebalances(), 2u);
+  // Front 1's sender stops; once it has been gone longer than the active
+  // window, front 0's two heavy senders get the whole port between them.
+  transport::Time now = period;
+  while (now <= period + real_time_active_window + period) {
+    now += period;
+    arrivals(now, false);
+    EXPECT_TRUE(board.front_turn(0, *front0, now));
+    EXPECT_TRUE(board.front_turn(1, *front1, now));
+    EXPECT_TRUE(board.rebalance_turn(now));
+  }
+  EXPECT_EQ(front1->demand(now).heavy, 0u);
+  EXPECT_EQ(board.part_bps(0), port);
+  EXPECT_EQ(board.part_bps(1), 0u);
+  now += period;
+  arrivals(now, false);
+  EXPECT_TRUE(board.front_turn(0, *front0, now));
+  EXPECT_EQ(front0->capacity_bps(), port);
+  EXPECT_EQ(front0->share_mbps(1, now), 750u);
+  EXPECT_EQ(front0->share_mbps(2, now), 750u);
 }
 
 TEST(Registry, MakesEachAlgorithmByName) {

@@ -14,7 +14,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..11"
+echo "1..12"
 "$perf" --loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 --json "$work/l.json" >"$work/out" 2>&1
 status=$?
 check "--loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 exits 0, every byte verified" \
@@ -56,6 +56,16 @@ check "--software-handoff --lcores 2: exits 0, every byte verified, every lcore 
              and .host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0
              and .host_a.rx_handoff_ring_full == 0 and .host_b.rx_handoff_ring_full == 0
              and .host_a.rx_unknown_qpn == 0 and .host_b.rx_unknown_qpn == 0' '$work/h.json' >/dev/null"
+# One receive share per port over its lcores: each lcore's host is a front
+# of it, and the parts the fronts are given add up to the port's capacity.
+"$perf" --loopback --lcores 2 -q 3 --cc metaroce --receive-capacity 2gbit -s 65536 -n 2000 --verify \
+  --idle-sleep-us 20 --json "$work/c.json" >"$work/out" 2>&1
+status=$?
+check "--cc metaroce --receive-capacity 2gbit over 2 lcores: exits 0, verified, each side's lcores' parts of the port's receive share add up to 2 Gb/s" \
+  "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out' \
+   && jq -e '([.results[0].lcores[] | select(.side == \"receiver\") | .receive_part_bps] | add) == 2000000000
+             and ([.results[0].lcores[] | select(.side == \"sender\") | .receive_part_bps] | add) == 2000000000' \
+        '$work/c.json' >/dev/null"
 "$perf" --loopback --software-handoff -n 10 >"$work/out" 2>&1
 status=$?
 check "--software-handoff with one lcore exits 2" "[ $status -eq 2 ] && grep -q 'software-handoff is for --loopback --lcores 2' '$work/out'"
