@@ -632,6 +632,12 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   }
   engine::Loopback& lb = *loopback;
   const std::uint64_t rss_connected = apps::resident_bytes();
+  if (lanes > 1 && progress != nullptr) {
+    const unsigned handed = lb.steering_a_to_b().handed_off + lb.steering_b_to_a().handed_off;
+    std::fprintf(progress, " steering: a probe per queue each way, %s\n",
+                 handed == 0 ? "each on its owner's queue"
+                             : fmt::format("{} of {} handed off to their owner in software", handed, 2 * lanes).c_str());
+  }
 
   std::vector<std::unique_ptr<SenderLane>> senders;
   std::vector<std::unique_ptr<Receiver>> receivers;

@@ -107,6 +107,17 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     error = fmt::format("qps {} is outside 1..{}", config.qps, max_loopback_qps);
     return nullptr;
   }
+  // Frames reach the lcore that owns their QPN (net_ring: tx queue i is
+  // the peer's rx queue i; or the software hand-off), checked by a probe per
+  // queue each way before there is any connection. (Through inline links
+  // only their forwarders move frames: the nodes alone cannot probe.)
+  if (config.lcores > 1 && !linked) {
+    if (!check_steering(*lb->node_a_, *lb->node_b_, lb->steering_ab_, error) ||
+        !check_steering(*lb->node_b_, *lb->node_a_, lb->steering_ba_, error)) {
+      error = "steering check: " + error;
+      return nullptr;
+    }
+  }
   if (config.before_connections) config.before_connections();
   lb->connections_a_.reserve(config.qps);
   lb->connections_b_.reserve(config.qps);

@@ -29,6 +29,7 @@
 
 #include "cc/fair_share.hpp"
 #include "cc/port_share_board.hpp"
+#include "engine/steering_check.hpp"
 #include "engine/engine_host.hpp"
 #include "engine/impaired_link.hpp"
 #include "engine/node.hpp"
@@ -110,6 +111,10 @@ class Loopback {
   // config.receive_share.
   [[nodiscard]] const cc::PortShareBoard* port_share_a() const noexcept { return board_a_.get(); }
   [[nodiscard]] const cc::PortShareBoard* port_share_b() const noexcept { return board_b_.get(); }
+  // With several lcores: the start-up steering checks (A's probes to B,
+  // B's to A; check_steering), run before the connections exist.
+  [[nodiscard]] const SteeringCheck& steering_a_to_b() const noexcept { return steering_ab_; }
+  [[nodiscard]] const SteeringCheck& steering_b_to_a() const noexcept { return steering_ba_; }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
@@ -126,6 +131,7 @@ class Loopback {
   // board sets each one's part of the port (its lcore applies it).
   std::vector<std::unique_ptr<cc::FairShare>> shares_a_, shares_b_;
   std::unique_ptr<cc::PortShareBoard> board_a_, board_b_;
+  SteeringCheck steering_ab_, steering_ba_;
   std::unique_ptr<Node> node_a_, node_b_;
   std::unique_ptr<ImpairedLink> forward_, backward_;
   std::vector<transport::Connection*> connections_a_, connections_b_;

@@ -7,9 +7,7 @@
 namespace metaroce::engine {
 
 std::uint32_t steering_probe_qpn(std::uint16_t lcore, std::uint16_t lcores) noexcept {
-  constexpr std::uint32_t top = 0xff0000;
-  const std::uint32_t n = lcores == 0 ? 1 : lcores;
-  return top - top % n + lcore;
+  return host::steering_probe_qpn(lcore, lcores);
 }
 
 namespace {
@@ -31,7 +29,7 @@ bool check_steering(Node& sender, Node& receiver, SteeringCheck& result, std::st
   result.arrived_on.assign(lcores, -1);
   for (std::uint16_t i = 0; i < lcores; ++i) {
     wire::FrameSpec s;
-    s.bth.opcode = 0xc5;  // MR_PROBE: headers only
+    s.bth.opcode = wire::opcode::mr_probe;  // headers only
     s.bth.dest_qp = steering_probe_qpn(i, lcores);
     std::vector<std::uint8_t> frame(256);
     frame.resize(wire::build_frame(s, {}, frame));

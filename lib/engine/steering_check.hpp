@@ -5,9 +5,8 @@
 // node's queues took it from the port.
 //
 // Start-up only, from one thread, before the nodes' lcores run. Each probe
-// is received like any frame for a QPN nobody has: counted as
-// rx_unknown_qpn at its owner (rx_misdirected where it landed wrong without
-// hand-off), so run it before counting a transfer's frames.
+// is dropped by its owner and counted there as rx_steering_probes
+// (rx_misdirected where it landed wrong without hand-off).
 #pragma once
 
 #include <cstdint>

@@ -85,6 +85,8 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
   if (it == connections_.end()) {
     if (steering_queue(parsed.bth.dest_qp, config_.queues) != config_.queue)
       ++counters_.rx_misdirected;  // another queue's QPN: the sender or the NIC steered it wrong
+    else if (parsed.bth.opcode == wire::opcode::mr_probe && is_steering_probe_qpn(parsed.bth.dest_qp))
+      ++counters_.rx_steering_probes;
     else
       ++counters_.rx_unknown_qpn;
     return;

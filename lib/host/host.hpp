@@ -59,6 +59,21 @@ inline constexpr std::uint32_t management_qpn = 1;
   return queues <= 1 ? 0 : static_cast<std::uint16_t>(qpn % queues);
 }
 
+// The start-up steering check's probes (engine::check_steering): the probe
+// for lcore `lcore` of `lcores` goes to a QPN of that lcore's queue at the
+// top of the 24-bit space, where connections do not draw theirs. A host
+// counts a probe for its own queue as rx_steering_probes (not as an
+// unknown QPN: it was expected), and drops it.
+inline constexpr std::uint32_t steering_probe_base = 0xff0000;
+inline constexpr std::uint32_t max_steering_lcores = 128;
+[[nodiscard]] constexpr std::uint32_t steering_probe_qpn(std::uint16_t lcore, std::uint16_t lcores) noexcept {
+  const std::uint32_t n = lcores == 0 ? 1 : lcores;
+  return steering_probe_base - steering_probe_base % n + lcore;
+}
+[[nodiscard]] constexpr bool is_steering_probe_qpn(std::uint32_t qpn) noexcept {
+  return qpn >= steering_probe_base - max_steering_lcores && qpn < steering_probe_base + max_steering_lcores;
+}
+
 struct HostConfig {
   std::string name = "host";
   std::uint16_t queue = 0;   // the queue this host owns ...

@@ -21,6 +21,7 @@ struct HostCounters {
   std::uint64_t rx_linearized = 0;   // multi-segment frames copied to be parsed
   std::uint64_t rx_delivered = 0;    // handed to a connection
   std::uint64_t rx_unknown_qpn = 0;  // dropped: no connection has its destination QP
+  std::uint64_t rx_steering_probes = 0;  // the start-up steering check's probes, taken and dropped
   std::uint64_t rx_management = 0;   // to QP 1: handed to the connection manager
   std::uint64_t rx_neighbour = 0;    // ARP and ICMPv6: handed to the neighbour cache (counted there)
   std::uint64_t rx_misdirected = 0;  // dropped: its QPN steers to another queue than this host's
@@ -77,6 +78,7 @@ struct HostCounters {
     rx_linearized += o.rx_linearized;
     rx_delivered += o.rx_delivered;
     rx_unknown_qpn += o.rx_unknown_qpn;
+    rx_steering_probes += o.rx_steering_probes;
     rx_management += o.rx_management;
     rx_neighbour += o.rx_neighbour;
     rx_misdirected += o.rx_misdirected;
@@ -124,6 +126,7 @@ struct HostCounters {
     f("rx_linearized", self.rx_linearized);
     f("rx_delivered", self.rx_delivered);
     f("rx_unknown_qpn", self.rx_unknown_qpn);
+    f("rx_steering_probes", self.rx_steering_probes);
     f("rx_management", self.rx_management);
     f("rx_neighbour", self.rx_neighbour);
     f("rx_misdirected", self.rx_misdirected);

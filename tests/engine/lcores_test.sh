@@ -30,8 +30,10 @@ check "the senders' data packets add up to the packets sent, the receivers' to t
           and ([.results[0].lcores[] | select(.side == \"receiver\") | .data_packets] | add) == .connection_b.data_packets_received
           and .results[0].packets_sent == .connection_a.data_packets_sent + .connection_a.retransmitted_packets' \
      '$work/l.json' >/dev/null"
-check "nothing misdirected, nothing for an unknown QPN, on either side" \
-  "jq -e '.host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0
+check "the steering check passed (a probe per queue each way, each on its owner's queue, dropped there as a probe); nothing misdirected, nothing for an unknown QPN, on either side" \
+  "grep -q \"steering: a probe per queue each way, each on its owner's queue\" '$work/out' \
+   && jq -e '.host_a.rx_steering_probes == 2 and .host_b.rx_steering_probes == 2
+          and .host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0
           and .host_a.rx_unknown_qpn == 0 and .host_b.rx_unknown_qpn == 0' '$work/l.json' >/dev/null"
 check "the table has a line per lcore" "[ \$(grep -Ec '^ size 65536:  (sender|receiver) ' '$work/out') -eq 4 ]"
 
@@ -51,6 +53,7 @@ check "--op send --streams 2 -n 3001 over 2 lcores: exits 0, 3001 receive comple
 status=$?
 check "--software-handoff --lcores 2: exits 0, every byte verified, every lcore with data packets, frames handed off on both sides, none misdirected or lost" \
   "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/out' \
+   && grep -q 'steering: a probe per queue each way, 2 of 4 handed off to their owner in software' '$work/out' \
    && jq -e 'all(.results[0].lcores[]; .connections == 4 and .data_packets > 0)
              and .host_a.rx_handed_off > 0 and .host_b.rx_handed_off > 0
              and .host_a.rx_misdirected == 0 and .host_b.rx_misdirected == 0

@@ -223,7 +223,8 @@ TEST(SteeringCheck, ProbesArriveOnTheirOwnersQueuesWhereTheRingSteers) {
   EXPECT_EQ(result.handed_off, 0);
   for (std::uint16_t i = 0; i < lcores; ++i) {
     EXPECT_EQ(steering_probe_qpn(i, lcores) % lcores, i);
-    EXPECT_EQ(p.node_b->host(i).counters().rx_unknown_qpn, 1u);
+    EXPECT_EQ(p.node_b->host(i).counters().rx_steering_probes, 1u);
+    EXPECT_EQ(p.node_b->host(i).counters().rx_unknown_qpn, 0u);
     EXPECT_EQ(p.node_b->host(i).counters().rx_misdirected, 0u);
   }
 }
@@ -250,7 +251,8 @@ TEST(SteeringCheck, AnUnsteeredPortWithHandOffPassesAndTheProbeReachesItsOwner) 
   EXPECT_EQ(result.arrived_on, (std::vector<int>{0, 0}));
   EXPECT_EQ(result.handed_off, 1);
   EXPECT_EQ(p.node_b->host(0).counters().rx_handed_off, 1u);
-  EXPECT_EQ(p.node_b->host(1).counters().rx_unknown_qpn, 1u);
+  EXPECT_EQ(p.node_b->host(1).counters().rx_steering_probes, 1u);
+  EXPECT_EQ(p.node_b->host(1).counters().rx_unknown_qpn, 0u);
   EXPECT_EQ(p.node_b->host(0).counters().rx_misdirected + p.node_b->host(1).counters().rx_misdirected, 0u);
 }
 
