@@ -171,26 +171,25 @@ Loopback::~Loopback() {
   port_lb_.reset();
 }
 
-std::size_t Loopback::poll_side_a(std::uint16_t lcore) {
-  std::size_t work = node_a_->poll(lcore);
-  if (board_a_) {
-    const std::uint64_t now = node_a_->host(lcore).now_ns();
-    board_a_->front_turn(lcore, *shares_a_[lcore], now);
-    if (lcore == 0) board_a_->rebalance_turn(now);
+std::size_t Loopback::poll_side(Node& node, cc::PortShareBoard* board, std::vector<std::unique_ptr<cc::FairShare>>& shares,
+                                ImpairedLink* out, std::uint16_t lcore) {
+  std::size_t work = node.poll(lcore);
+  if (board == nullptr && out == nullptr) return work;
+  const std::uint64_t now = node.host(lcore).now_ns();
+  if (board != nullptr) {
+    board->front_turn(lcore, *shares[lcore], now);
+    if (lcore == 0) board->rebalance_turn(now);
   }
-  if (forward_) work += forward_->forward_once(node_a_->host(lcore).now_ns());
+  if (out != nullptr) work += out->forward_once(now);
   return work;
 }
 
+std::size_t Loopback::poll_side_a(std::uint16_t lcore) {
+  return poll_side(*node_a_, board_a_.get(), shares_a_, forward_.get(), lcore);
+}
+
 std::size_t Loopback::poll_side_b(std::uint16_t lcore) {
-  std::size_t work = node_b_->poll(lcore);
-  if (board_b_) {
-    const std::uint64_t now = node_b_->host(lcore).now_ns();
-    board_b_->front_turn(lcore, *shares_b_[lcore], now);
-    if (lcore == 0) board_b_->rebalance_turn(now);
-  }
-  if (backward_) work += backward_->forward_once(node_b_->host(lcore).now_ns());
-  return work;
+  return poll_side(*node_b_, board_b_.get(), shares_b_, backward_.get(), lcore);
 }
 
 }  // namespace metaroce::engine

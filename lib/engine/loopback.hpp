@@ -99,7 +99,6 @@ class Loopback {
   [[nodiscard]] transport::Connection& connection_a(std::size_t i = 0) noexcept { return *connections_a_[i]; }
   [[nodiscard]] transport::Connection& connection_b(std::size_t i = 0) noexcept { return *connections_b_[i]; }
   [[nodiscard]] std::size_t qps() const noexcept { return connections_a_.size(); }
-  // Host A's and B's receive shares (nullptr without config.receive_share).
   // Host `lcore` of A's and B's receive shares (nullptr without config.receive_share).
   [[nodiscard]] const transport::ReceiveShare* receive_share_a(std::uint16_t lcore = 0) const noexcept {
     return shares_a_.empty() ? nullptr : shares_a_[lcore].get();
@@ -125,6 +124,11 @@ class Loopback {
 
  private:
   Loopback() = default;
+  // One turn of a side: its node's host `lcore`, then the port share (one
+  // clock reading for both) and the outgoing link where there are any.
+  static std::size_t poll_side(Node& node, cc::PortShareBoard* board,
+                               std::vector<std::unique_ptr<cc::FairShare>>& shares, ImpairedLink* out,
+                               std::uint16_t lcore);
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
   // One per host, outliving the hosts' connections. A host's share is its
   // own (a share is written by its lcore only); with several lcores the

@@ -6,10 +6,6 @@
 
 namespace metaroce::engine {
 
-std::uint32_t steering_probe_qpn(std::uint16_t lcore, std::uint16_t lcores) noexcept {
-  return host::steering_probe_qpn(lcore, lcores);
-}
-
 namespace {
 
 // What host `h` took, from the port or from another lcore's hand-off.

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "engine/node.hpp"
+#include "host/host.hpp"
 
 namespace metaroce::engine {
 
-// The QPN a probe for lcore `lcore` of `lcores` is sent to: one of lcore's,
-// at the top of the 24-bit space, where connections do not draw theirs.
-[[nodiscard]] std::uint32_t steering_probe_qpn(std::uint16_t lcore, std::uint16_t lcores) noexcept;
+// The QPN a probe for lcore `lcore` of `lcores` is sent to (lib/host).
+using host::steering_probe_qpn;
 
 struct SteeringCheck {
   // By lcore: the receiver's queue its probe arrived on (-1: it did not).

@@ -49,6 +49,22 @@ Connection& add(host::Host& h, const transport::ConnectionConfig& config) {
   return *c;
 }
 
+// `count` connected pairs, A's end on `a` and B's on `b`: the apps'
+// defaults with 1 KiB packets.
+struct Pairs {
+  std::vector<Connection*> senders, receivers;
+};
+Pairs add_pairs(host::Host& a, host::Host& b, std::uint32_t count) {
+  transport::ConnectionConfig base = apps_default();
+  base.mtu = 1024;
+  Pairs p;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    p.senders.push_back(&add(a, pair_end(base, i, true)));
+    p.receivers.push_back(&add(b, pair_end(base, i, false)));
+  }
+  return p;
+}
+
 void deliver(host::Host& to, std::uint64_t now, const Frames& frames) {
   for (const auto& f : frames) to.receive(now, f);
 }
@@ -185,13 +201,7 @@ TEST(HostPolling, ShortSinkServesConnectionsInTurn) {
 
   host::Host a(host::HostConfig{.name = "A"});
   host::Host b(host::HostConfig{.name = "B"});
-  transport::ConnectionConfig base = apps_default();
-  base.mtu = 1024;
-  std::vector<Connection*> senders, receivers;
-  for (std::uint32_t i = 0; i < connections; ++i) {
-    senders.push_back(&add(a, pair_end(base, i, true)));
-    receivers.push_back(&add(b, pair_end(base, i, false)));
-  }
+  const auto [senders, receivers] = add_pairs(a, b, connections);
   // One source for every connection (read only); a destination each.
   std::vector<std::uint8_t> src(messages * message_bytes);
   std::vector<std::uint8_t> dst(connections * messages * message_bytes, 0);
@@ -318,13 +328,7 @@ TEST(HostPolling, TransmitBudgetStopsTheTurnAndKeepsTheOrder) {
 
   host::Host a(host::HostConfig{.name = "A", .tx_budget_frames = budget});
   host::Host b(host::HostConfig{.name = "B"});
-  transport::ConnectionConfig base = apps_default();
-  base.mtu = 1024;
-  std::vector<Connection*> senders, receivers;
-  for (std::uint32_t i = 0; i < connections; ++i) {
-    senders.push_back(&add(a, pair_end(base, i, true)));
-    receivers.push_back(&add(b, pair_end(base, i, false)));
-  }
+  const auto [senders, receivers] = add_pairs(a, b, connections);
   std::vector<std::uint8_t> src(message_bytes);
   std::vector<std::uint8_t> dst(connections * message_bytes, 0);
   fill_pattern(3, src.data(), src.size());
