@@ -1,0 +1,290 @@
+// Planes: a connection's paths spread over separate fabrics, each reached
+// through its own port with its own addresses, and a plane that fails
+// (link down, or every path of it dead) without the application noticing.
+// Two connections joined by a wire per plane, in virtual time: a test
+// cuts a plane and sees exactly which frames went where.
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "connection_pair.hpp"
+
+namespace metaroce::test {
+namespace {
+
+using transport::Time;
+
+constexpr std::uint16_t plane_ports[transport::max_planes] = {3, 5, 7, 9, 11, 13, 15, 17};
+
+transport::ConnectionConfig planes_config(std::uint16_t planes, std::uint16_t paths) {
+  transport::ConnectionConfig c;
+  c.mtu = 1024;
+  c.paths = paths;
+  c.planes = planes;
+  c.ack_every_packets = 4;
+  c.ack_delay = 4'000;
+  c.max_rto = 2'000'000;  // a failed path probes at least every 2 ms
+  for (std::uint16_t k = 0; k < transport::max_planes; ++k) {
+    transport::PlaneAddresses& a = c.plane[k];
+    a.port = plane_ports[k];
+    a.local_mac = {2, 0, 0, 0, static_cast<std::uint8_t>(k), 1};
+    a.peer_mac = {2, 0, 0, 0, static_cast<std::uint8_t>(k), 2};
+    a.local_ipv4 = 0x0a000001u + (static_cast<std::uint32_t>(k) << 8);
+    a.peer_ipv4 = 0x0a000002u + (static_cast<std::uint32_t>(k) << 8);
+  }
+  return c;
+}
+
+// B's side: each plane's addresses the other way round.
+void swap_plane_addresses(transport::ConnectionConfig& c) {
+  for (auto& a : c.plane) {
+    std::swap(a.local_mac, a.peer_mac);
+    std::swap(a.local_ipv4, a.peer_ipv4);
+  }
+}
+
+struct InFlight {
+  std::vector<std::uint8_t> bytes;
+  std::uint8_t plane = 0;
+  Time arrives = 0;
+  bool to_b = true;
+};
+
+// A wire per plane, 5 us each way; a plane may be cut (frames dropped).
+class PlaneNetwork {
+ public:
+  explicit PlaneNetwork(const transport::ConnectionConfig& c)
+      : pair(c, [](transport::ConnectionConfig& b) { swap_plane_addresses(b); }), planes(c.planes) {}
+
+  // One microsecond: both connections polled, due frames delivered.
+  void step() {
+    now += 1'000;
+    pair.wheel_a.advance(now);
+    pair.wheel_b.advance(now);
+    send(*pair.a, true);
+    send(*pair.b, false);
+    while (!wire.empty() && wire.front().arrives <= now) {
+      const InFlight f = wire.front();
+      wire.pop_front();
+      ConnectionPair::deliver(f.to_b ? *pair.b : *pair.a, now, f.bytes);
+    }
+  }
+  void run_for(Time t) {
+    const Time end = now + t;
+    while (now < end) step();
+  }
+  // Steps until `a` has `n` completions in `done` (or `limit` passes).
+  bool run_until_completions(std::size_t n, Time limit) {
+    const Time end = now + limit;
+    while (now < end) {
+      step();
+      pair.a->poll_completions(done);
+      if (done.size() >= n) return true;
+    }
+    return false;
+  }
+
+  ConnectionPair pair;
+  std::uint16_t planes;
+  Time now = 0;
+  std::deque<InFlight> wire;
+  std::array<bool, transport::max_planes> cut{};
+  // Data frames A sent on each plane, counted by the descriptor's plane;
+  // and frames whose descriptor named a plane other than the path's, or
+  // a port or source address other than the plane's.
+  std::array<std::uint64_t, transport::max_planes> data_frames{};
+  std::array<std::uint64_t, transport::max_planes> data_frames_after_mark{};
+  bool counting_after_mark = false;
+  std::uint64_t misrouted = 0;
+  std::vector<transport::Completion> done;
+
+ private:
+  void send(transport::Connection& c, bool to_b) {
+    transport::TxBatch batch;
+    c.poll(now, batch);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      InFlight f;
+      batch.serialize(i, f.bytes);
+      f.plane = batch[i].plane;
+      f.arrives = now + 5'000;
+      f.to_b = to_b;
+      const wire::ParsedFrame p = ConnectionPair::parse(f.bytes);
+      const transport::PlaneAddresses& want = c.config().plane[f.plane];
+      if (batch[i].port != want.port) ++misrouted;
+      if (f.plane != 0 && p.ipv4().src != want.local_ipv4) ++misrouted;
+      if (f.plane == 0 && p.ipv4().src != c.config().endpoints.local_ipv4) ++misrouted;
+      if (p.bth.opcode >= wire::opcode::mr_write && p.bth.opcode <= wire::opcode::mr_send_imm) {
+        if (p.mr_data.path_id % planes != f.plane) ++misrouted;
+        if (to_b) {
+          ++data_frames[f.plane];
+          if (counting_after_mark) ++data_frames_after_mark[f.plane];
+        }
+      }
+      if (cut[f.plane]) continue;
+      wire.push_back(std::move(f));
+    }
+  }
+};
+
+// `n` WRITEs of `len` bytes each from A, src[i * len ...] to dst[i * len ...].
+void post_writes(PlaneNetwork& net, std::size_t n, std::size_t len, std::uint64_t first_id = 1) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t off = (first_id - 1 + i) * len;
+    ASSERT_EQ(net.pair.a->post_send(net.pair.request(transport::SendOp::write, first_id + i, off, len)),
+              transport::PostResult::ok);
+  }
+}
+
+void expect_each_completed_once(const std::vector<transport::Completion>& done, std::uint64_t first,
+                                std::size_t n) {
+  ASSERT_EQ(done.size(), n);
+  std::vector<int> seen(n, 0);
+  for (const auto& c : done) {
+    EXPECT_EQ(c.status, transport::CompletionStatus::success);
+    ASSERT_GE(c.wr_id, first);
+    ASSERT_LT(c.wr_id - first, n);
+    ++seen[c.wr_id - first];
+  }
+  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "message " << first + i;
+}
+
+bool bytes_placed(ConnectionPair& pair, std::size_t len) {
+  return std::memcmp(pair.dst_at(0), pair.src.data(), len) == 0;
+}
+
+TEST(Planes, ConfigIsChecked) {
+  auto c = planes_config(3, 2);
+  EXPECT_EQ(transport::validate(c), "planes 3 exceeds paths 2: every plane needs a path (path p is on plane p % planes)");
+  c = planes_config(9, 16);
+  EXPECT_EQ(transport::validate(c), "planes 9 is outside 1..8");
+  c = planes_config(0, 1);
+  EXPECT_EQ(transport::validate(c), "planes 0 is outside 1..8");
+  c = planes_config(2, 1);
+  c.mode = transport::Mode::rocev2;
+  EXPECT_FALSE(transport::validate(c).empty());
+  EXPECT_EQ(transport::validate(planes_config(8, 64)), "");
+}
+
+TEST(Planes, OnePlaneSendsEverythingOnPlaneZero) {
+  PlaneNetwork net(planes_config(1, 4));
+  post_writes(net, 16, 4096);
+  ASSERT_TRUE(net.run_until_completions(16, 20'000'000));
+  expect_each_completed_once(net.done, 1, 16);
+  EXPECT_TRUE(bytes_placed(net.pair, 16 * 4096));
+  EXPECT_EQ(net.misrouted, 0u);
+  EXPECT_EQ(net.data_frames[0], 64u);
+  EXPECT_EQ(net.pair.a->plane_info(0).data_packets, 64u);
+  EXPECT_EQ(net.pair.a->plane_info(0).port, 3u);
+  EXPECT_EQ(net.pair.a->counters().planes_failed, 0u);
+}
+
+TEST(Planes, PathsAreSprayedOverEveryPlaneThroughItsPort) {
+  for (const std::uint16_t planes : {2, 4}) {
+    SCOPED_TRACE(planes);
+    PlaneNetwork net(planes_config(planes, 8));
+    post_writes(net, 16, 4096);
+    ASSERT_TRUE(net.run_until_completions(16, 20'000'000));
+    expect_each_completed_once(net.done, 1, 16);
+    EXPECT_TRUE(bytes_placed(net.pair, 16 * 4096));
+    EXPECT_EQ(net.misrouted, 0u);
+    std::uint64_t total = 0;
+    for (std::uint16_t k = 0; k < planes; ++k) {
+      // 64 packets round robin over 8 paths: 8 per path, 8 / planes paths per plane.
+      EXPECT_EQ(net.data_frames[k], 64u / planes) << "plane " << k;
+      EXPECT_EQ(net.pair.a->plane_info(k).data_packets, 64u / planes);
+      EXPECT_EQ(net.pair.a->plane_info(k).port, plane_ports[k]);
+      total += net.data_frames[k];
+    }
+    EXPECT_EQ(total, net.pair.a->counters().data_packets_sent);
+    EXPECT_EQ(net.pair.b->counters().data_bytes_placed, 16u * 4096);
+    EXPECT_EQ(net.pair.a->counters().retransmitted_packets, 0u);
+  }
+}
+
+TEST(Planes, LinkDownMovesItsPacketsToTheOtherPlaneAndProbesBringItBack) {
+  PlaneNetwork net(planes_config(2, 4));
+  post_writes(net, 8, 4096);  // 32 packets
+  net.run_for(3'000);  // sent on both planes, none arrived yet
+  std::uint64_t on_plane_1 = 0;
+  for (std::uint16_t p = 1; p < 4; p += 2) on_plane_1 += net.pair.a->path_info(p).in_flight;
+  ASSERT_GT(on_plane_1, 0u);
+  net.cut[1] = true;
+  for (auto& f : net.wire) {
+    if (f.plane == 1) f.arrives = ~Time{0};  // the cut plane's frames never arrive
+  }
+  std::erase_if(net.wire, [](const InFlight& f) { return f.arrives == ~Time{0}; });
+  net.pair.a->set_plane_link(net.now, 1, false);
+  EXPECT_EQ(net.pair.a->counters().planes_failed, 1u);
+  EXPECT_EQ(net.pair.a->counters().packets_moved_to_other_planes, on_plane_1);
+  EXPECT_EQ(net.pair.a->plane_info(1).state, transport::PlaneState::failed);
+  EXPECT_TRUE(net.pair.a->plane_info(1).link_down);
+  net.counting_after_mark = true;
+  ASSERT_TRUE(net.run_until_completions(8, 50'000'000));
+  expect_each_completed_once(net.done, 1, 8);
+  EXPECT_TRUE(bytes_placed(net.pair, 8 * 4096));
+  EXPECT_EQ(net.data_frames_after_mark[1], 0u);  // only probes went on the failed plane
+  EXPECT_EQ(net.pair.a->counters().retransmitted_packets, on_plane_1);
+  EXPECT_EQ(net.pair.b->counters().data_bytes_placed, 8u * 4096);
+  EXPECT_EQ(net.pair.b->counters().duplicate_packets, 0u);
+
+  // The link comes back: a probe is acknowledged and the plane carries data again.
+  net.cut[1] = false;
+  net.pair.a->set_plane_link(net.now, 1, true);
+  net.run_for(100'000);
+  EXPECT_EQ(net.pair.a->counters().planes_recovered, 1u);
+  EXPECT_EQ(net.pair.a->plane_info(1).state, transport::PlaneState::active);
+  net.done.clear();
+  net.data_frames_after_mark = {};
+  post_writes(net, 8, 4096, 9);
+  ASSERT_TRUE(net.run_until_completions(8, 50'000'000));
+  expect_each_completed_once(net.done, 9, 8);
+  EXPECT_TRUE(bytes_placed(net.pair, 16 * 4096));
+  EXPECT_EQ(net.data_frames_after_mark[0], 16u);
+  EXPECT_EQ(net.data_frames_after_mark[1], 16u);
+  EXPECT_EQ(net.pair.a->counters().planes_failed, 1u);
+  EXPECT_EQ(net.pair.a->plane_info(1).failures, 1u);
+  EXPECT_EQ(net.misrouted, 0u);
+}
+
+TEST(Planes, APlaneWhosePathsAllFailIsFailedAndComesBackWhenItHeals) {
+  PlaneNetwork net(planes_config(2, 4));
+  net.cut[1] = true;  // blackholed; nobody says so
+  post_writes(net, 8, 4096);
+  ASSERT_TRUE(net.run_until_completions(8, 50'000'000));
+  expect_each_completed_once(net.done, 1, 8);
+  EXPECT_TRUE(bytes_placed(net.pair, 8 * 4096));
+  const auto& ca = net.pair.a->counters();
+  EXPECT_EQ(ca.planes_failed, 1u);
+  EXPECT_EQ(ca.paths_failed, 2u);  // paths 1 and 3, plane 1's
+  EXPECT_EQ(net.pair.a->path_info(0).state, transport::PathState::active);
+  EXPECT_EQ(net.pair.a->path_info(2).state, transport::PathState::active);
+  EXPECT_EQ(net.pair.a->plane_info(1).state, transport::PlaneState::failed);
+  EXPECT_FALSE(net.pair.a->plane_info(1).link_down);
+  // Every first transmission on plane 1 was lost and sent again on plane 0.
+  EXPECT_EQ(ca.retransmitted_packets, net.data_frames[1]);
+  EXPECT_EQ(net.data_frames[0] + net.data_frames[1], 32u + ca.retransmitted_packets);
+  // Path 1 failed first (its packets went to the other paths); path 3's
+  // failure took the plane down: its eight were moved to plane 0.
+  EXPECT_EQ(ca.packets_moved_to_other_planes, 8u);
+  EXPECT_EQ(net.pair.b->counters().data_bytes_placed, 8u * 4096);
+
+  net.cut[1] = false;  // healed: the next probe is answered
+  net.run_for(10'000'000);
+  EXPECT_EQ(ca.planes_recovered, 1u);
+  EXPECT_EQ(ca.paths_recovered, 2u);
+  EXPECT_EQ(net.pair.a->plane_info(1).state, transport::PlaneState::active);
+  net.done.clear();
+  net.counting_after_mark = true;
+  post_writes(net, 8, 4096, 9);
+  ASSERT_TRUE(net.run_until_completions(8, 50'000'000));
+  expect_each_completed_once(net.done, 9, 8);
+  EXPECT_TRUE(bytes_placed(net.pair, 16 * 4096));
+  EXPECT_EQ(net.data_frames_after_mark[1], 16u);
+}
+
+}  // namespace
+}  // namespace metaroce::test
