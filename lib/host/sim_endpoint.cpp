@@ -53,6 +53,7 @@ MultiportSimEndpoint::MultiportSimEndpoint(std::uint16_t ports, const HostConfig
   if (ports == 0) throw std::invalid_argument("a multiport host needs at least one port");
   for (std::uint16_t k = 0; k < ports; ++k) ports_.push_back(std::make_unique<Port>(*this, k));
   sink_.ports = &ports_;
+  sink_.host = &host_;
 }
 
 transport::Connection& MultiportSimEndpoint::add(const transport::ConnectionConfig& config,
@@ -97,6 +98,10 @@ std::size_t MultiportSimEndpoint::SplitSink::take(const transport::TxBatch& batc
       ++no_such_port;
       continue;
     }
+    if (!host->port_link_up(port)) {
+      ++link_down;
+      continue;
+    }
     auto& box = (*ports)[port]->outbox;
     box.emplace_back();
     box.back().reserve(batch.frame_size(i));
@@ -106,6 +111,10 @@ std::size_t MultiportSimEndpoint::SplitSink::take(const transport::TxBatch& batc
 }
 
 bool MultiportSimEndpoint::SplitSink::take_copy(std::span<const std::uint8_t> frame) {
+  if (!host->port_link_up(0)) {
+    ++link_down;
+    return true;
+  }
   (*ports)[0]->outbox.emplace_back(frame.begin(), frame.end());
   return true;
 }

@@ -62,6 +62,11 @@ class MultiportSimEndpoint {
   [[nodiscard]] sim::Endpoint& port(std::uint16_t k) noexcept { return *ports_[k]; }
   // Frames whose descriptor named a port this host does not have: dropped.
   [[nodiscard]] std::uint64_t tx_no_such_port() const noexcept { return sink_.no_such_port; }
+  // Port k's link goes down or comes back: the host and its connections
+  // are told (Host::set_port_link), and while it is down the frames for it
+  // are dropped (tx_dropped_link_down), as a NIC whose link is down does.
+  void set_port_link(std::uint64_t now, std::uint16_t port, bool up) { host_.set_port_link(now, port, up); }
+  [[nodiscard]] std::uint64_t tx_dropped_link_down() const noexcept { return sink_.link_down; }
 
  private:
   class Port final : public sim::Endpoint {
@@ -82,7 +87,9 @@ class MultiportSimEndpoint {
     bool take_copy(std::span<const std::uint8_t> frame) override;
     [[nodiscard]] std::size_t max_copied_frame() const override { return SIZE_MAX; }
     std::vector<std::unique_ptr<Port>>* ports = nullptr;
+    const Host* host = nullptr;
     std::uint64_t no_such_port = 0;
+    std::uint64_t link_down = 0;
   };
   // Polls the host once at `now`: its frames go to the ports' outboxes.
   void pump(std::uint64_t now);
