@@ -39,6 +39,29 @@ std::uint32_t Manager::new_qpn(std::uint16_t queue) {
   }
 }
 
+void Manager::offer_planes(Message& m, std::uint16_t planes) const {
+  m.planes = planes;
+  m.ip_version = config_.local.ip_version;
+  for (std::uint16_t k = 1; k < planes; ++k) {
+    const transport::PlaneAddresses& a = config_.local_planes[k];
+    m.plane_addresses[k - 1] = PlaneAddress{a.local_mac, a.local_ipv4, a.local_ipv6};
+  }
+}
+
+void Manager::take_planes(transport::ConnectionConfig& c, std::uint16_t planes, const Message& m) const {
+  c.planes = planes;
+  for (std::uint16_t k = 0; k < transport::max_planes; ++k) {
+    transport::PlaneAddresses a = config_.local_planes[k];
+    if (k > 0 && k < planes) {
+      const PlaneAddress& peer = m.plane_addresses[k - 1];
+      a.peer_mac = peer.mac;  // the peer's own port: a plane is one L2 fabric
+      a.peer_ipv4 = peer.ipv4;
+      a.peer_ipv6 = peer.ipv6;
+    }
+    c.plane[k] = a;
+  }
+}
+
 void Manager::send(const transport::Endpoints& endpoints, const Message& m) {
   out_.push_back(build_frame(endpoints, config_.cm_src_port, m));
 }
@@ -56,6 +79,12 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   std::uint32_t nonce = 0;
   do nonce = static_cast<std::uint32_t>(random_()); while (nonce == 0 || nonce_to_id_.contains(nonce));
   a.config.pkey = pkey_of(nonce);
+  if (a.config.planes > config_.planes) {
+    error = fmt::format("{} planes asked, but this side has {} (ManagerConfig::planes)", a.config.planes,
+                        config_.planes);
+    return 0;
+  }
+  for (std::uint16_t k = 0; k < transport::max_planes; ++k) a.config.plane[k].port = config_.local_planes[k].port;
   if (std::string e = transport::validate(a.config); !e.empty()) {
     error = e;
     return 0;
@@ -72,6 +101,7 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   m.streams = a.config.streams;
   m.base_src_port = a.config.base_src_port;
   m.max_reads = static_cast<std::uint16_t>(a.config.max_outstanding_reads);
+  offer_planes(m, a.config.planes);
   m.cc = request.cc;
   m.private_data = request.private_data;
   std::array<std::uint8_t, mad_size> check{};
@@ -201,6 +231,8 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   c.mtu = std::min(m.mtu, config_.max_mtu);
   c.paths = m.mode == transport::Mode::rocev2 ? 1 : std::min(m.paths, config_.max_paths);
   c.streams = m.streams;
+  // Planes: the smaller of both sides' and of the paths (each plane needs one).
+  take_planes(c, std::max<std::uint16_t>(1, std::min({m.planes, config_.planes, c.paths})), m);
   // Like max_rd_atomic: the smaller of what the client asks and we allow.
   c.max_outstanding_reads =
       m.max_reads == 0 ? config_.max_outstanding_reads : std::min<std::uint32_t>(m.max_reads, config_.max_outstanding_reads);
@@ -233,6 +265,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     answer.streams = c.streams;
     answer.base_src_port = c.base_src_port;
     answer.max_reads = static_cast<std::uint16_t>(c.max_outstanding_reads);
+    offer_planes(answer, c.planes);
     answer.cc = m.cc;
     answer.private_data = std::move(reply_private);
     entry.local_qpn = c.local_qpn;
@@ -276,6 +309,9 @@ void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
     a.config.paths = m.paths;
     a.config.streams = m.streams;
     if (m.max_reads != 0) a.config.max_outstanding_reads = m.max_reads;
+    // The server agreed to at most what we offered; one that says more is
+    // held to our offer (validate then catches nothing new).
+    take_planes(a.config, std::min(m.planes, a.config.planes), m);
     // The reply's source MAC is the next hop back: keep what we were told
     // (the same next hop, or the peer itself).
     (void)frame;

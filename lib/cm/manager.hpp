@@ -76,6 +76,12 @@ struct ManagerConfig {
   // This side: MAC, IP version and address, DSCP, VLAN (the peer_* fields
   // are ignored).
   transport::Endpoints local{};
+  // Planes this side has (ports, one per plane) and, for each, its port
+  // index and its own MAC and IP (the local_* fields; plane 0's addresses
+  // are `local`'s). A connection gets the smaller of both sides' planes,
+  // of what the client asks and of its paths.
+  std::uint16_t planes = 1;
+  std::array<transport::PlaneAddresses, transport::max_planes> local_planes{};
   std::uint16_t cm_src_port = 49151;  // UDP source port of CM frames
   Time retry_interval = 100'000'000;  // 100 ms between REQs
   std::uint32_t retries = 30;         // REQs before giving up (3 s)
@@ -198,6 +204,10 @@ class Manager {
   void on_disconnect_reply(const Message& m);
   PeerKey peer_key(const wire::ParsedFrame& frame, std::uint32_t peer_qpn) const;
   transport::Endpoints reply_endpoints(const wire::ParsedFrame& frame) const;
+  // Our addresses on planes 1..planes-1 into `m`.
+  void offer_planes(Message& m, std::uint16_t planes) const;
+  // `c`'s planes: `planes`, our ports and addresses, the peer's from `m`.
+  void take_planes(transport::ConnectionConfig& c, std::uint16_t planes, const Message& m) const;
   std::uint32_t new_qpn(std::uint16_t queue);
   void send(const transport::Endpoints& endpoints, const Message& m);
   // An attempt is answered (REP, REJ) or given up: one fewer pending, and

@@ -32,6 +32,12 @@ constexpr std::size_t max_reads_at = data_at + 34;
 constexpr std::size_t cc_at = data_at + 36;
 constexpr std::size_t private_at = cc_at + cc_name_size;
 static_assert(private_at + max_private_data <= mad_size);
+// After the private data's 64 bytes: the planes.
+constexpr std::size_t planes_at = private_at + max_private_data;
+constexpr std::size_t plane_addresses_at = planes_at + 1;
+constexpr std::size_t plane_entry_size(std::uint8_t ip_version) { return ip_version == 6 ? 22 : 10; }
+static_assert(plane_addresses_at + (transport::max_planes - 1) * plane_entry_size(4) <= mad_size);
+static_assert(plane_addresses_at + (max_cm_planes(6) - 1) * plane_entry_size(6) <= mad_size);
 
 }  // namespace
 
@@ -81,6 +87,11 @@ bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::
     error = fmt::format("{} bytes of private data: at most {}", m.private_data.size(), max_private_data);
     return false;
   }
+  if (m.planes < 1 || m.planes > max_cm_planes(m.ip_version)) {
+    error = fmt::format("{} planes: the connection manager carries 1..{} over IPv{}", m.planes,
+                        max_cm_planes(m.ip_version), m.ip_version);
+    return false;
+  }
   out.fill(0);
   std::uint8_t* p = out.data();
   p[0] = mad_base_version;
@@ -105,6 +116,16 @@ bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::
   wire::store_be16(p + max_reads_at, m.max_reads);
   std::memcpy(p + cc_at, m.cc.data(), m.cc.size());
   if (!m.private_data.empty()) std::memcpy(p + private_at, m.private_data.data(), m.private_data.size());
+  p[planes_at] = static_cast<std::uint8_t>(m.planes);
+  for (std::uint16_t k = 1; k < m.planes; ++k) {
+    std::uint8_t* e = p + plane_addresses_at + (k - 1) * plane_entry_size(m.ip_version);
+    const PlaneAddress& a = m.plane_addresses[k - 1];
+    std::memcpy(e, a.mac.data(), 6);
+    if (m.ip_version == 6)
+      std::memcpy(e + 6, a.ipv6.data(), 16);
+    else
+      wire::store_be32(e + 6, a.ipv4);
+  }
   return true;
 }
 
@@ -122,8 +143,10 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   if (type < 1 || type > 6) return DecodeError::bad_type;
   const std::uint8_t mode = p[mode_at];
   const std::uint8_t private_length = p[private_length_at];
+  const std::uint8_t ip_version = frame.ip_version == 6 ? 6 : 4;
+  const std::uint16_t planes = p[planes_at] == 0 ? 1 : p[planes_at];
   if (mode > static_cast<std::uint8_t>(transport::Mode::rocev2) || private_length > max_private_data ||
-      p[cc_at + cc_name_size - 1] != 0)
+      p[cc_at + cc_name_size - 1] != 0 || planes > max_cm_planes(ip_version))
     return DecodeError::bad_field;
   out.type = static_cast<MessageType>(type);
   out.version = p[version_at];
@@ -141,6 +164,18 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   out.cc.assign(reinterpret_cast<const char*>(p + cc_at),
                 ::strnlen(reinterpret_cast<const char*>(p + cc_at), cc_name_size));
   out.private_data.assign(p + private_at, p + private_at + private_length);
+  out.ip_version = ip_version;
+  out.planes = planes;
+  out.plane_addresses = {};
+  for (std::uint16_t k = 1; k < planes; ++k) {
+    const std::uint8_t* e = p + plane_addresses_at + (k - 1) * plane_entry_size(ip_version);
+    PlaneAddress& a = out.plane_addresses[k - 1];
+    std::memcpy(a.mac.data(), e, 6);
+    if (ip_version == 6)
+      std::memcpy(a.ipv6.data(), e + 6, 16);
+    else
+      a.ipv4 = wire::load_be32(e + 6);
+  }
   return DecodeError::ok;
 }
 

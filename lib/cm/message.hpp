@@ -52,6 +52,20 @@ enum class RejectReason : std::uint8_t {
 [[nodiscard]] std::string_view to_string(MessageType t) noexcept;
 [[nodiscard]] std::string_view to_string(RejectReason r) noexcept;
 
+// Planes 1.. of the side sending a message: its own MAC and IP there
+// (plane 0's are the frame's addresses).
+struct PlaneAddress {
+  wire::MacAddress mac{};
+  std::uint32_t ipv4 = 0;
+  wire::Ipv6Address ipv6{};
+  bool operator==(const PlaneAddress&) const = default;
+};
+// Planes a message can carry the addresses of: all of them over IPv4
+// (10 bytes each), 6 over IPv6 (22 bytes each).
+[[nodiscard]] constexpr std::uint16_t max_cm_planes(std::uint8_t ip_version) noexcept {
+  return ip_version == 6 ? 6 : transport::max_planes;
+}
+
 struct Message {
   MessageType type = MessageType::request;
   std::uint8_t version = protocol_version;
@@ -68,6 +82,13 @@ struct Message {
   // READs and atomics outstanding at once (REQ: asked; REP: agreed; 0: the
   // transport's default).
   std::uint16_t max_reads = 0;
+  // Planes (REQ: offered; REP: agreed, the smaller of both sides'; 0 on
+  // the wire, from a peer that does not know planes: 1), and the sender's
+  // addresses on planes 1..planes-1, in the IP version `ip_version` (not
+  // encoded: the frame's; decode sets it).
+  std::uint16_t planes = 1;
+  std::uint8_t ip_version = 4;
+  std::array<PlaneAddress, transport::max_planes - 1> plane_addresses{};
   std::string cc;                   // congestion control name, at most 15 characters
   std::vector<std::uint8_t> private_data;  // at most max_private_data bytes
 

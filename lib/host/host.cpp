@@ -55,6 +55,17 @@ transport::Connection* Host::connection(std::uint32_t local_qpn) noexcept {
   return it == connections_.end() ? nullptr : it->second.get();
 }
 
+void Host::set_port_link(std::uint64_t now, std::uint16_t port, bool up) {
+  if (port >= 64 || port_link_up(port) == up) return;
+  ports_down_ ^= std::uint64_t{1} << port;
+  ++counters_.link_changes;
+  for (auto& [qpn, c] : connections_) {
+    const transport::ConnectionConfig& config = c->config();
+    for (std::uint16_t k = 0; k < config.planes; ++k)
+      if (config.plane[k].port == port) c->set_plane_link(now, k, up);
+  }
+}
+
 bool Host::remove_connection(std::uint32_t local_qpn) {
   const auto it = connections_.find(local_qpn);
   if (it == connections_.end()) return false;

@@ -128,6 +128,14 @@ class alignas(64) Host {
   // with it); false if there is none.
   bool remove_connection(std::uint32_t local_qpn);
   [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
+  // The link of port `port` (a plane's port index) is down (up == false)
+  // or up: every connection with a plane on that port is told
+  // (Connection::set_plane_link). A repeat of the state it has is ignored;
+  // a change counts under link_changes. Ports start up.
+  void set_port_link(std::uint64_t now, std::uint16_t port, bool up);
+  [[nodiscard]] bool port_link_up(std::uint16_t port) const noexcept {
+    return port >= 64 || ((ports_down_ >> port) & 1u) == 0;
+  }
 
   // The receive share of the port this host receives on (not owned; it
   // must outlive the connections or be set to nullptr first): from now on
@@ -226,6 +234,7 @@ class alignas(64) Host {
   transport::ReadyList ready_;
   transport::ReadyList with_completions_{transport::ReadyList::completions};
   std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
+  std::uint64_t ports_down_ = 0;  // bit k: port k's link is down (ports 0..63)
   transport::TxBatch batch_;
   // Frames the sink could not take, copied whole (their payload may be the
   // application's, reusable once acknowledged): held_ends_[k] is where

@@ -58,6 +58,8 @@ struct HostCounters {
   // Turns that stopped polling connections at the transmit budget
   // (HostConfig::tx_budget_frames): those not polled go first next turn.
   std::uint64_t tx_budget_stops = 0;
+  // Ports whose link went down or came back (set_port_link), each change once.
+  std::uint64_t link_changes = 0;
   // The neighbour cache's (Host::enable_neighbours): ARP and ND answered,
   // sent, learned and dropped by reason.
   NeighbourCounters neighbour;
@@ -102,6 +104,7 @@ struct HostCounters {
     connections_refused += o.connections_refused;
     connections_polled += o.connections_polled;
     tx_budget_stops += o.tx_budget_stops;
+    link_changes += o.link_changes;
     neighbour += o.neighbour;
     return *this;
   }
@@ -151,6 +154,7 @@ struct HostCounters {
     f("connections_refused", self.connections_refused);
     f("connections_polled", self.connections_polled);
     f("tx_budget_stops", self.tx_budget_stops);
+    f("link_changes", self.link_changes);
     self.neighbour.visit(f);
   }
 };

@@ -1,5 +1,7 @@
 #include "sim/topology.hpp"
 
+#include <stdexcept>
+
 namespace metaroce::sim {
 
 HostAddress numbered_host_address(EndpointId id) noexcept {
@@ -50,6 +52,37 @@ TwoTier two_tier(Network& net, std::span<Endpoint* const> left, std::span<Endpoi
     topology.right_ports.push_back(connect_seeded(net, id, topology.right, config.uplink, config.to_hosts));
   topology.trunk = net.connect_switches(topology.left, topology.right, trunk_links, config.trunk);
   return topology;
+}
+
+Multiplane multiplane(Network& net, std::span<Endpoint* const> a_ports, std::span<const HostAddress> a_addresses,
+                      std::span<Endpoint* const> b_ports, std::span<const HostAddress> b_addresses,
+                      const MultiplaneConfig& config) {
+  const std::size_t n = config.planes.size();
+  if (n == 0 || a_ports.size() != n || b_ports.size() != n || a_addresses.size() != n || b_addresses.size() != n)
+    throw std::invalid_argument("multiplane: one port and one address per plane on each side, and at least one plane");
+  Multiplane m;
+  for (std::size_t k = 0; k < n; ++k) {
+    HostConfig c = config.nic;
+    c.address = a_addresses[k];
+    m.a_ports.push_back(net.add(*a_ports[k], c));
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    HostConfig c = config.nic;
+    c.address = b_addresses[k];
+    m.b_ports.push_back(net.add(*b_ports[k], c));
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    fabric::FabricConfig forward = config.planes[k], backward = config.planes[k];
+    forward.seed += 2 * k;
+    backward.seed += 2 * k + 1;
+    net.connect(m.a_ports[k], m.b_ports[k], std::move(forward), std::move(backward));
+  }
+  return m;
+}
+
+void fail_plane(MultiplaneConfig& config, std::size_t plane, std::uint64_t start_ns, std::uint64_t duration_ns) {
+  fabric::FabricConfig& f = config.planes.at(plane);
+  for (std::uint32_t p = 0; p < f.paths; ++p) f.blackholes.push_back(fabric::Blackhole{p, start_ns, duration_ns});
 }
 
 }  // namespace metaroce::sim

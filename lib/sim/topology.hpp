@@ -62,4 +62,27 @@ struct TwoTier {
 TwoTier two_tier(Network& net, std::span<Endpoint* const> left, std::span<Endpoint* const> right,
                  std::uint32_t trunk_links, const TwoTierConfig& config);
 
+// Two hosts with one port per plane, plane k a fabric of its own between
+// their ports k (a fabric::Impairment each way, its ECMP paths by UDP
+// source port): the parallel fabrics of a multiplane network. Each side's
+// ports are endpoints (host::MultiportSimEndpoint::port), added in plane
+// order, a's first, with the addresses given.
+struct MultiplaneConfig {
+  HostConfig nic{};                          // rate and overhead of every port (address replaced)
+  std::vector<fabric::FabricConfig> planes;  // plane k's fabric, both ways (seeded per plane and direction)
+};
+
+struct Multiplane {
+  std::vector<EndpointId> a_ports, b_ports;
+};
+
+Multiplane multiplane(Network& net, std::span<Endpoint* const> a_ports, std::span<const HostAddress> a_addresses,
+                      std::span<Endpoint* const> b_ports, std::span<const HostAddress> b_addresses,
+                      const MultiplaneConfig& config);
+
+// Plane failure for a period: every path of `plane` (both ways) drops what
+// arrives in [start_ns, start_ns + duration_ns). Changes the config that
+// multiplane() is then given.
+void fail_plane(MultiplaneConfig& config, std::size_t plane, std::uint64_t start_ns, std::uint64_t duration_ns);
+
 }  // namespace metaroce::sim

@@ -14,6 +14,11 @@ std::string validate(const ConnectionConfig& c) {
     return fmt::format("paths {} is outside 1..{} (metaroce mode)", c.paths, wire::max_paths);
   if (c.mode == Mode::rocev2 && c.paths != 1)
     return fmt::format("paths {}: rocev2 mode has exactly one path", c.paths);
+  if (c.planes < 1 || c.planes > max_planes)
+    return fmt::format("planes {} is outside 1..{}", c.planes, max_planes);
+  if (c.planes > c.paths)
+    return fmt::format("planes {} exceeds paths {}: every plane needs a path (path p is on plane p % planes)",
+                       c.planes, c.paths);
   if (c.streams < 1 || c.streams > 1024) return fmt::format("streams {} is outside 1..1024", c.streams);
   if (c.local_qpn > wire::qpn_mask || c.peer_qpn > wire::qpn_mask) return "a QPN does not fit in 24 bits";
   if (c.initial_psn > wire::psn_mask || c.peer_initial_psn > wire::psn_mask)
@@ -35,9 +40,23 @@ std::string validate(const ConnectionConfig& c) {
   return {};
 }
 
-wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port, bool ect) {
+Endpoints plane_endpoints(const ConnectionConfig& c, std::uint16_t plane) {
+  Endpoints e = c.endpoints;
+  if (plane == 0 || plane >= c.planes) return e;
+  const PlaneAddresses& a = c.plane[plane];
+  e.local_mac = a.local_mac;
+  e.peer_mac = a.peer_mac;
+  e.local_ipv4 = a.local_ipv4;
+  e.peer_ipv4 = a.peer_ipv4;
+  e.local_ipv6 = a.local_ipv6;
+  e.peer_ipv6 = a.peer_ipv6;
+  return e;
+}
+
+wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port, bool ect,
+                           std::uint16_t plane) {
   wire::FrameSpec s;
-  const Endpoints& e = c.endpoints;
+  const Endpoints e = plane_endpoints(c, plane);
   s.eth.src = e.local_mac;
   s.eth.dst = e.peer_mac;
   s.eth.vlan_present = e.vlan_present;

@@ -1,6 +1,7 @@
 // What a connection is: addresses, mode, geometry and protocol timers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -23,6 +24,23 @@ struct Endpoints {
   std::uint8_t dscp = 26;
 };
 
+// A connection's planes: separate fabrics, each reached through its own
+// port with its own addresses. Path p belongs to plane p % planes.
+inline constexpr std::uint16_t max_planes = 8;
+
+// Plane k's port index on the host and its addresses. Plane 0's addresses
+// are Endpoints' own (its entry here names only its port); the others use
+// the MACs and IPs here, with Endpoints' IP version, VLAN and DSCP.
+struct PlaneAddresses {
+  std::uint16_t port = 0;
+  wire::MacAddress local_mac{};
+  wire::MacAddress peer_mac{};
+  std::uint32_t local_ipv4 = 0;
+  std::uint32_t peer_ipv4 = 0;
+  wire::Ipv6Address local_ipv6{};
+  wire::Ipv6Address peer_ipv6{};
+};
+
 struct ConnectionConfig {
   Mode mode = Mode::metaroce;
   Endpoints endpoints{};
@@ -39,6 +57,10 @@ struct ConnectionConfig {
   std::uint16_t paths = 1;          // metaroce: 1..64; rocev2: 1
   std::uint16_t streams = 1;        // ordered streams above, 1..1024
   std::uint16_t base_src_port = 49152;  // path i starts at base + i
+  // Planes the paths are spread over: 1..max_planes and at most `paths`
+  // (metaroce); rocev2: 1. One plane is a connection over one port.
+  std::uint16_t planes = 1;
+  std::array<PlaneAddresses, max_planes> plane{};
 
   // Connection window: PSNs sent and not yet acknowledged, and the receive
   // bitmap that drops duplicates. A power of two.
@@ -85,7 +107,10 @@ struct ConnectionConfig {
 
 // The frame a connection sends with `opcode` from `src_port`: its addresses,
 // DSCP, the peer's QPN; ECN ECT(0) when `ect` (data: a fabric may mark CE).
+// On `plane` (< c.planes): that plane's addresses.
 [[nodiscard]] wire::FrameSpec frame_spec(const ConnectionConfig& c, std::uint8_t opcode, std::uint16_t src_port,
-                                         bool ect);
+                                         bool ect, std::uint16_t plane = 0);
+// Plane k's addresses: Endpoints with its MACs and IPs (plane 0: Endpoints).
+[[nodiscard]] Endpoints plane_endpoints(const ConnectionConfig& c, std::uint16_t plane);
 
 }  // namespace metaroce::transport

@@ -76,6 +76,18 @@ struct PathInfo {
   std::uint64_t entropy_changes = 0;
 };
 
+enum class PlaneState : std::uint8_t { active, failed };
+
+// What telemetry and tests may read about one plane.
+struct PlaneInfo {
+  PlaneState state = PlaneState::active;
+  bool link_down = false;      // the owner said its port's link is down
+  std::uint16_t port = 0;
+  std::uint64_t data_packets = 0;  // data transmissions on it, first and again
+  std::uint64_t retransmits = 0;
+  std::uint64_t failures = 0;
+};
+
 class alignas(64) Connection {
  public:
   // Returns nullptr and sets `error` (what is wrong, how to fix it) when the
@@ -154,6 +166,21 @@ class alignas(64) Connection {
     return transitions_[static_cast<std::size_t>(to)];
   }
   [[nodiscard]] virtual PathInfo path_info(std::uint16_t path) const noexcept = 0;
+  // Plane `plane` (< config().planes).
+  [[nodiscard]] virtual PlaneInfo plane_info(std::uint16_t plane) const noexcept {
+    PlaneInfo info;
+    info.port = config_.plane[plane].port;
+    return info;
+  }
+  // The owner saw the link of plane `plane`'s port go down (up == false)
+  // or come back. Down: the plane fails at once, its unresolved packets are
+  // resent on the other planes. Up: its paths probe, and the plane is back
+  // in use when a probe is acknowledged. One-plane modes ignore it.
+  virtual void set_plane_link(Time now, std::uint16_t plane, bool up) {
+    (void)now;
+    (void)plane;
+    (void)up;
+  }
   [[nodiscard]] const CongestionControl& congestion() const noexcept { return *congestion_; }
   // The host's receive share (may be null: no rate hints in our ACKs).
   void attach_receive_share(ReceiveShare* share);

@@ -20,6 +20,9 @@ namespace metaroce::transport {
   X(rto_timeouts, "path retransmission timeouts")                                             \
   X(paths_failed, "paths declared failed and given a new UDP source port")                   \
   X(paths_recovered, "failed paths whose probe was acknowledged")                            \
+  X(planes_failed, "planes declared failed: their link went down or all their paths failed")  \
+  X(planes_recovered, "failed planes back in use: a probe on one of their paths was acknowledged") \
+  X(packets_moved_to_other_planes, "data packets in flight on a plane when it failed, resent on the others") \
   X(data_packets_received, "data packets accepted and placed")                               \
   X(data_bytes_placed, "payload bytes written to their destination")                         \
   X(duplicate_packets, "data packets dropped: their PSN was already placed")                 \

@@ -32,6 +32,7 @@ MetaroceConnection::MetaroceConnection(const ConnectionConfig& config, MemoryReg
     TxPath& path = tx_paths_[p];
     path.owner = this;
     path.id = p;
+    path.plane = static_cast<std::uint16_t>(p % config_.planes);
     path.src_port = static_cast<std::uint16_t>(config_.base_src_port + p);
     path.rto_timer.set_callback(&MetaroceConnection::rto_callback, &path);
     path.probe_timer.set_callback(&MetaroceConnection::probe_callback, &path);
@@ -289,6 +290,12 @@ PathInfo MetaroceConnection::path_info(std::uint16_t path) const noexcept {
   info.in_flight = p.in_flight;
   info.next_seq = p.next_seq;
   info.srtt = p.srtt;
+  return info;
+}
+
+PlaneInfo MetaroceConnection::plane_info(std::uint16_t plane) const noexcept {
+  PlaneInfo info = planes_[plane].stats;
+  info.port = config_.plane[plane].port;
   return info;
 }
 

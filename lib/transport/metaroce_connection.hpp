@@ -24,6 +24,8 @@ class MetaroceConnection final : public Connection {
   void on_frame(Time now, const wire::ParsedFrame& frame) override;
   void poll(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
+  [[nodiscard]] PlaneInfo plane_info(std::uint16_t plane) const noexcept override;
+  void set_plane_link(Time now, std::uint16_t plane, bool up) override;
   [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override { return data_in_flight_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept override;
   // Packets in flight (send side) or messages being received (per stream)
@@ -79,6 +81,17 @@ class MetaroceConnection final : public Connection {
   void advance_snd_una();
   void complete_sends();
   void arm_path_timers(Time now, TxPath& path);
+  // --- planes (metaroce_tx.cpp) ---
+  // May new data go on `path`: it is active and so is its plane.
+  [[nodiscard]] bool usable(const TxPath& path) const noexcept;
+  // Plane `plane` fails: spraying skips it, its unresolved packets are
+  // resent on the others and its paths probe until one is acknowledged.
+  void fail_plane(Time now, std::uint16_t plane);
+  void route(TxBatch& out, std::uint16_t plane) const noexcept {
+    out.set_route(static_cast<std::uint8_t>(plane), config_.plane[plane].port);
+  }
+  // The plane our ACKs leave on: the one data last came in on, if it works.
+  [[nodiscard]] std::uint16_t ack_plane() const noexcept;
   void on_rto(Time now, std::uint16_t path);
   void on_tail_probe(std::uint16_t path);
   void on_rnr_timer(Time now);
@@ -143,6 +156,11 @@ class MetaroceConnection final : public Connection {
   std::unique_ptr<TxPath[]> tx_paths_;
   std::uint32_t rr_next_path_ = 0;
   std::uint32_t stalled_rounds_ = 0;  // RTOs of failed paths while none is active
+  struct Plane {
+    PlaneInfo stats;
+  };
+  std::array<Plane, max_planes> planes_{};
+  std::uint16_t last_rx_plane_ = 0;
   timer::Timer rnr_timer_;
   Time rnr_wake_ = 0;
 

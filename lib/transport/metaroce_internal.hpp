@@ -142,6 +142,7 @@ struct MetaroceConnection::TxPath {
 
   MetaroceConnection* owner = nullptr;
   std::uint16_t id = 0;
+  std::uint16_t plane = 0;  // id % planes
   std::uint16_t src_port = 0;
   PathState state = PathState::active;
   std::uint32_t next_seq = 0;

@@ -187,7 +187,7 @@ std::size_t MetaroceConnection::send_request_packet(Time now, std::uint64_t rel,
                           : r.op == SendOp::fetch_add ? wire::opcode::mr_fetch_add
                                                       : wire::opcode::mr_compare_swap;
   TxPath& path = tx_paths_[path_id];
-  wire::FrameSpec spec = frame_spec(config_, op, path.src_port, true);
+  wire::FrameSpec spec = frame_spec(config_, op, path.src_port, true, path.plane);
   spec.bth.psn = wire_psn(rel);
   spec.bth.ack_req = true;
   spec.mr_data.path_id = static_cast<std::uint8_t>(path_id);

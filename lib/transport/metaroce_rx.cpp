@@ -68,6 +68,7 @@ bool MetaroceConnection::accept_path_seq(RxPath& path, std::uint32_t seq) {
 
 void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame) {
   RxPath& path = rx_paths_[path_id];
+  last_rx_plane_ = static_cast<std::uint16_t>(path_id % config_.planes);
   if (frame.ecn() == 3) {
     ++path.ce_count;
     ++counters_.ecn_ce_received;
@@ -329,8 +330,10 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
 }
 
 void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
+  const std::uint16_t plane = ack_plane();
+  route(out, plane);
   const auto emit = [&](std::uint8_t syndrome, std::uint32_t psn, std::span<const wire::MrPathAck> paths) {
-    wire::FrameSpec spec = frame_spec(config_, wire::opcode::mr_ack, config_.base_src_port, false);
+    wire::FrameSpec spec = frame_spec(config_, wire::opcode::mr_ack, config_.base_src_port, false, plane);
     spec.bth.psn = psn;
     spec.mr_ack.syndrome = syndrome;
     spec.mr_ack.delivered_psn =

@@ -14,7 +14,7 @@ std::uint32_t micros(Time now) noexcept { return static_cast<std::uint32_t>(now 
 
 void MetaroceConnection::build_templates(TxPath& path) {
   const auto prepare = [&](wire::HeaderTemplate& t, std::uint8_t op) {
-    const bool ok = t.prepare(frame_spec(config_, op, path.src_port, true));
+    const bool ok = t.prepare(frame_spec(config_, op, path.src_port, true, path.plane));
     (void)ok;  // every metaroce data opcode fits a template (tests pin it)
   };
   prepare(path.write_template, wire::opcode::mr_write);
@@ -104,14 +104,23 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
     // A failed path's probe went unanswered too. When no path works, the
     // peer is unreachable: give up after retry_limit such rounds.
     bool any_active = false;
-    for (std::uint16_t p = 0; p < config_.paths; ++p) any_active = any_active || tx_paths_[p].state == PathState::active;
+    for (std::uint16_t p = 0; p < config_.paths; ++p) any_active = any_active || usable(tx_paths_[p]);
     if (!any_active && ++stalled_rounds_ > config_.retry_limit && snd_una_ < snd_next_) {
       fail(CompletionStatus::retry_exceeded, packet(snd_una_).message);
       return;
     }
   } else if (path.consecutive_timeouts >= config_.path_fail_timeouts) {
     // Probably a dead route: move the path to another ECMP hash bucket and
-    // its unresolved packets to the other paths.
+    // its unresolved packets to the other paths. The last working path of
+    // a plane takes the plane down with it: they go to the other planes.
+    bool plane_dies = config_.planes > 1 && planes_[path.plane].stats.state == PlaneState::active;
+    for (std::uint16_t p = path.plane; plane_dies && p < config_.paths; p = static_cast<std::uint16_t>(p + config_.planes))
+      plane_dies = p == path_id || tx_paths_[p].state == PathState::failed;
+    if (plane_dies) {
+      planes_[path.plane].stats.state = PlaneState::failed;
+      ++planes_[path.plane].stats.failures;
+      ++counters_.planes_failed;
+    }
     path.state = PathState::failed;
     ++counters_.paths_failed;
     ++path.stats.entropy_changes;
@@ -127,10 +136,12 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
       if (slot == TxPath::no_packet) continue;
       if (slot != TxPath::probe && slot >= snd_una_ && slot < snd_next_) {
         TxPacket& pkt = packet(slot);
-        if (pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == s &&
-            ++pkt.timeouts > config_.retry_limit) {
-          fail(CompletionStatus::retry_exceeded, pkt.message);
-          return;
+        if (pkt.state == TxPacket::in_flight && pkt.path == path_id && pkt.path_seq == s) {
+          if (++pkt.timeouts > config_.retry_limit) {
+            fail(CompletionStatus::retry_exceeded, pkt.message);
+            return;
+          }
+          if (plane_dies) ++counters_.packets_moved_to_other_planes;
         }
       }
       resolve(now, path_id, s, false);
@@ -153,6 +164,67 @@ void MetaroceConnection::on_rnr_timer(Time) {
   request_poll();
 }
 
+// ---------------------------------------------------------------- planes
+
+bool MetaroceConnection::usable(const TxPath& path) const noexcept {
+  return path.state == PathState::active && planes_[path.plane].stats.state == PlaneState::active;
+}
+
+std::uint16_t MetaroceConnection::ack_plane() const noexcept {
+  if (planes_[last_rx_plane_].stats.state == PlaneState::active) return last_rx_plane_;
+  for (std::uint16_t k = 0; k < config_.planes; ++k)
+    if (planes_[k].stats.state == PlaneState::active) return k;
+  return last_rx_plane_;
+}
+
+void MetaroceConnection::fail_plane(Time now, std::uint16_t plane_id) {
+  PlaneInfo& plane = planes_[plane_id].stats;
+  if (plane.state == PlaneState::failed) return;
+  plane.state = PlaneState::failed;
+  ++plane.failures;
+  ++counters_.planes_failed;
+  for (std::uint16_t p = plane_id; p < config_.paths; p = static_cast<std::uint16_t>(p + config_.planes)) {
+    TxPath& path = tx_paths_[p];
+    // (resolve gives the path's table back once nothing is unresolved.)
+    for (std::uint32_t s = path.una; s != path.next_seq && path.seq_slot != nullptr; ++s) {
+      const std::uint64_t slot = path.seq_slot[s % wire::sack_bits];
+      if (slot == TxPath::no_packet) continue;
+      if (slot != TxPath::probe && slot >= snd_una_ && slot < snd_next_) {
+        const TxPacket& pkt = packet(slot);
+        if (pkt.state == TxPacket::in_flight && pkt.path == p && pkt.path_seq == s)
+          ++counters_.packets_moved_to_other_planes;
+      }
+      resolve(now, p, s, false);
+    }
+    wheel_.cancel(path.probe_timer);
+    wheel_.cancel(path.rto_timer);
+    path.consecutive_timeouts = 0;
+    // Its probes tell when the plane works again.
+    if (!path.probe_due) ++probes_due_;
+    path.probe_due = true;
+  }
+  request_poll();
+}
+
+void MetaroceConnection::set_plane_link(Time now, std::uint16_t plane_id, bool up) {
+  if (plane_id >= config_.planes || state_ != ConnectionState::ready) return;
+  PlaneInfo& plane = planes_[plane_id].stats;
+  plane.link_down = !up;
+  if (!up) {
+    fail_plane(now, plane_id);
+    return;
+  }
+  if (plane.state == PlaneState::active) return;
+  // Probe at once: the first acknowledged brings the plane back.
+  for (std::uint16_t p = plane_id; p < config_.paths; p = static_cast<std::uint16_t>(p + config_.planes)) {
+    TxPath& path = tx_paths_[p];
+    path.consecutive_timeouts = 0;
+    if (!path.probe_due) ++probes_due_;
+    path.probe_due = true;
+  }
+  request_poll();
+}
+
 // ---------------------------------------------------------------- transmit
 
 std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
@@ -164,7 +236,7 @@ std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
     std::uint32_t p = for_retransmit ? i : rr_next_path_ + i;
     if (p >= n) p -= n;
     const TxPath& path = tx_paths_[p];
-    if (path.state != PathState::active) continue;
+    if (!usable(path)) continue;
     const std::uint32_t window =
         std::min({config_.path_window, congestion_->path_window(static_cast<std::uint16_t>(p)),
                   static_cast<std::uint32_t>(wire::sack_bits)});
@@ -251,6 +323,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   const SendRequest& r = m.request;
   const bool retransmit = pkt.transmissions > 0;
   const std::uint32_t seq = path.next_seq;
+  route(out, path.plane);
   std::size_t wire_bytes;
   if (is_request(r.op) && !m.response) {
     wire_bytes = send_request_packet(now, rel, path_id, out);
@@ -319,6 +392,8 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
   ++path.in_flight;
   ++data_in_flight_;
   ++path.stats.sent;
+  ++planes_[path.plane].stats.data_packets;
+  if (retransmit) ++planes_[path.plane].stats.retransmits;
   pkt.path = path_id;
   pkt.path_seq = seq;
   pkt.state = TxPacket::in_flight;
@@ -340,6 +415,7 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   TxPath& path = tx_paths_[path_id];
   if (path.next_seq - path.una >= wire::sack_bits || !take_path_slots(path)) return false;
   const wire::HeaderTemplate& t = path.probe_template;
+  route(out, path.plane);
   const std::span<std::uint8_t> h = out.header_space(t.size());
   t.stamp(h, 0, 0, true);
   const std::uint32_t seq = path.next_seq;
@@ -376,7 +452,10 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
   // next ACK (that is what settles an incast within a round trip).
   if (receive_share_ != nullptr && rx_started_ && receive_share_->generation() != hint_generation_) ack_now_ = true;
   emit_acks(now, out);
-  if (state_ != ConnectionState::ready) return;
+  if (state_ != ConnectionState::ready) {
+    out.set_route(0, 0);
+    return;
+  }
 
   for (std::uint16_t p = 0; probes_due_ != 0 && p < config_.paths; ++p) {
     TxPath& path = tx_paths_[p];
@@ -420,6 +499,7 @@ void MetaroceConnection::poll(Time now, TxBatch& out) {
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
   out.seal(start);
+  out.set_route(0, 0);  // the next connection's frames: plane 0 unless it says otherwise
   if (out.size() - start >= burst_limit) request_poll();
 }
 
@@ -538,6 +618,11 @@ void MetaroceConnection::on_path_ack(Time now, const wire::MrPathAck& block) {
   if (path.state == PathState::failed && probe_acked) {
     path.state = PathState::active;
     ++counters_.paths_recovered;
+  }
+  PlaneInfo& plane = planes_[path.plane].stats;
+  if (plane.state == PlaneState::failed && probe_acked && !plane.link_down) {
+    plane.state = PlaneState::active;
+    ++counters_.planes_recovered;
   }
   congestion_->on_ack(block.path_id, resolved, ce, path.srtt, now);
   wheel_.cancel(path.rto_timer);

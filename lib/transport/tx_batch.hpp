@@ -30,6 +30,10 @@ struct TxDescriptor {
   // the arena's from header_offset + icrc_from to header_offset + header_len.
   bool unsealed = false;
   std::uint16_t icrc_from = 0;
+  // The plane the frame leaves on and that plane's port index (the
+  // connection's config): the host sends it out of that port.
+  std::uint8_t plane = 0;
+  std::uint16_t port = 0;
 };
 
 class TxBatch {
@@ -41,6 +45,13 @@ class TxBatch {
   static constexpr std::size_t default_inline_limit = 256;
   [[nodiscard]] std::size_t inline_limit() const noexcept { return inline_limit_; }
   void set_inline_limit(std::size_t bytes) noexcept { inline_limit_ = std::min(bytes, default_inline_limit); }
+
+  // Packets committed from now on leave on `plane` through `port`, until
+  // the next call or clear() (plane 0, port 0).
+  void set_route(std::uint8_t plane, std::uint16_t port) noexcept {
+    route_plane_ = plane;
+    route_port_ = port;
+  }
 
   // Room for `n` header bytes of the next packet; valid until the next call.
   std::span<std::uint8_t> header_space(std::size_t n) {
@@ -58,6 +69,8 @@ class TxBatch {
     d.payload = payload;
     for (std::size_t i = 0; i < trailer.size(); ++i) d.trailer[i] = trailer[i];
     d.trailer_len = static_cast<std::uint8_t>(trailer.size());
+    d.plane = route_plane_;
+    d.port = route_port_;
     used_ += header_len;
   }
 
@@ -72,6 +85,8 @@ class TxBatch {
     d.header_len = static_cast<std::uint32_t>(frame_len);
     d.unsealed = true;
     d.icrc_from = static_cast<std::uint16_t>(icrc_from);
+    d.plane = route_plane_;
+    d.port = route_port_;
     used_ += frame_len;
   }
   // Computes the ICRC of every unsealed packet from index `from` on. Whoever
@@ -122,12 +137,16 @@ class TxBatch {
   void clear() noexcept {
     packets_.clear();
     used_ = 0;
+    route_plane_ = 0;
+    route_port_ = 0;
   }
 
  private:
   std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
   std::size_t used_ = 0;
   std::size_t inline_limit_ = default_inline_limit;
+  std::uint8_t route_plane_ = 0;
+  std::uint16_t route_port_ = 0;
   std::vector<TxDescriptor> packets_;
 };
 

@@ -43,8 +43,10 @@ ConnectRequest request(std::vector<std::uint8_t> private_data = {1, 2, 3, 4}) {
 }
 
 struct Wire {
-  explicit Wire(const ManagerConfig& server_config = side(server_mac, server_ip, 22)) : server(server_config) {}
-  Manager client{side(client_mac, client_ip, 11)};
+  explicit Wire(const ManagerConfig& server_config = side(server_mac, server_ip, 22),
+                const ManagerConfig& client_config = side(client_mac, client_ip, 11))
+      : client(client_config), server(server_config) {}
+  Manager client;
   Manager server;
   std::vector<transport::ConnectionConfig> accepted;  // what the accept callback created
   std::vector<Message> requests_seen;
@@ -609,6 +611,141 @@ TEST(Cm, EstablishesAndClosesOverIpv6) {
   EXPECT_EQ(failed[0].error,
             "no answer from fd00:77:2::2 after 5 connection requests over 0.5 s: is the server running there, and "
             "is 02:00:00:00:00:02 the MAC of the next hop towards it?");
+}
+
+// Planes: each side offers its planes and its addresses on planes 1..;
+// both take the smaller count, each the other's addresses.
+ManagerConfig with_planes(ManagerConfig c, std::uint16_t planes, std::uint8_t tag) {
+  c.planes = planes;
+  for (std::uint16_t k = 0; k < transport::max_planes; ++k) {
+    transport::PlaneAddresses& a = c.local_planes[k];
+    a.port = static_cast<std::uint16_t>(10 * tag + k);
+    a.local_mac = {0x02, tag, 0, 0, static_cast<std::uint8_t>(k), 0};
+    a.local_ipv4 = (std::uint32_t{10} << 24) | (std::uint32_t{k} << 16) | tag;
+    a.local_ipv6 = v6("fd00::1");
+    a.local_ipv6[14] = static_cast<std::uint8_t>(k);
+    a.local_ipv6[15] = tag;
+  }
+  return c;
+}
+
+ConnectRequest planes_request(std::uint16_t planes) {
+  ConnectRequest r = request();
+  r.connection.planes = planes;
+  return r;
+}
+
+void expect_planes_joined(const transport::ConnectionConfig& c, const transport::ConnectionConfig& s,
+                          std::uint16_t planes, std::uint8_t ip_version) {
+  ASSERT_EQ(c.planes, planes);
+  ASSERT_EQ(s.planes, planes);
+  for (std::uint16_t k = 0; k < planes; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(c.plane[k].port, 10 + k);  // each side's own port for the plane
+    EXPECT_EQ(s.plane[k].port, 20 + k);
+    if (k == 0) continue;  // plane 0: the endpoints, as with one plane
+    EXPECT_EQ(c.plane[k].local_mac, (wire::MacAddress{0x02, 1, 0, 0, static_cast<std::uint8_t>(k), 0}));
+    EXPECT_EQ(c.plane[k].peer_mac, s.plane[k].local_mac);
+    EXPECT_EQ(s.plane[k].peer_mac, c.plane[k].local_mac);
+    if (ip_version == 4) {
+      EXPECT_EQ(c.plane[k].peer_ipv4, (std::uint32_t{10} << 24) | (std::uint32_t{k} << 16) | 2);
+      EXPECT_EQ(s.plane[k].peer_ipv4, (std::uint32_t{10} << 24) | (std::uint32_t{k} << 16) | 1);
+    } else {
+      EXPECT_EQ(c.plane[k].peer_ipv6, s.plane[k].local_ipv6);
+      EXPECT_EQ(s.plane[k].peer_ipv6, c.plane[k].local_ipv6);
+      EXPECT_EQ(c.plane[k].peer_ipv6[15], 2);
+    }
+  }
+}
+
+TEST(CmPlanes, BothSidesTakeTheSmallerCountAndEachOthersAddresses) {
+  for (const auto& [client_planes, server_planes, asked, agreed] :
+       {std::tuple<std::uint16_t, std::uint16_t, std::uint16_t, std::uint16_t>{4, 2, 4, 2}, {2, 4, 2, 2},
+        {8, 8, 8, 8}, {8, 8, 3, 3}}) {
+    SCOPED_TRACE(::testing::Message() << client_planes << " " << server_planes << " " << asked);
+    Wire w(with_planes(side(server_mac, server_ip, 22), server_planes, 2),
+           with_planes(side(client_mac, client_ip, 11), client_planes, 1));
+    w.listen();
+    std::string error;
+    ASSERT_NE(w.client.connect(0, planes_request(asked), error), 0u) << error;
+    w.settle(0);
+    ASSERT_EQ(w.requests_seen.size(), 1u);
+    EXPECT_EQ(w.requests_seen[0].planes, asked);
+    ASSERT_EQ(w.client_events.size(), 1u);
+    ASSERT_EQ(w.client_events[0].kind, EventKind::established) << w.client_events[0].error;
+    ASSERT_EQ(w.accepted.size(), 1u);
+    expect_planes_joined(w.client_events[0].config, w.accepted[0], agreed, 4);
+    EXPECT_EQ(transport::validate(w.client_events[0].config), "");
+    EXPECT_EQ(transport::validate(w.accepted[0]), "");
+  }
+}
+
+TEST(CmPlanes, AOnePlanePeerGetsOnePlane) {
+  // A 2-plane client and a server with one plane (as every side was before
+  // planes): both end with one.
+  Wire w(side(server_mac, server_ip, 22), with_planes(side(client_mac, client_ip, 11), 2, 1));
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, planes_request(2), error), 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].config.planes, 1);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  EXPECT_EQ(w.accepted[0].planes, 1);
+
+  // A peer that knows nothing of planes leaves their byte 0: one plane.
+  Message m;
+  m.planes = 3;
+  m.plane_addresses[0].ipv4 = 0x0a010101;
+  m.plane_addresses[1].ipv4 = 0x0a020202;
+  std::array<std::uint8_t, mad_size> mad{};
+  ASSERT_TRUE(encode_mad(m, mad, error)) << error;
+  EXPECT_EQ(mad[140], 3);  // MAD offset 140: planes (doc/WIRE.md)
+  EXPECT_EQ(mad[141 + 6], 0x0a);  // plane 1's IPv4 after its MAC
+  EXPECT_EQ(mad[141 + 10 + 9], 0x02);
+  transport::Endpoints e;
+  e.peer_ipv4 = server_ip;
+  std::vector<std::uint8_t> frame = build_frame(e, 49151, m);
+  wire::ParsedFrame p;
+  ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+  Message back;
+  ASSERT_EQ(decode(p, back), DecodeError::ok);
+  EXPECT_EQ(back, m);  // planes and their addresses round-trip
+  // The MAD as an older peer sends it: the planes byte and entries zero
+  // (changed after the ICRC check; decode reads the payload in place).
+  const std::size_t mad_at = static_cast<std::size_t>(p.payload.data() - frame.data());
+  std::fill(frame.begin() + static_cast<std::ptrdiff_t>(mad_at + 140),
+            frame.begin() + static_cast<std::ptrdiff_t>(mad_at + mad_size), 0);
+  ASSERT_EQ(decode(p, back), DecodeError::ok);
+  EXPECT_EQ(back.planes, 1);
+  EXPECT_EQ(back.plane_addresses[0].ipv4, 0u);
+  // More planes than the MAD holds is a bad field, and encode refuses it.
+  frame[mad_at + 140] = 9;
+  EXPECT_EQ(decode(p, back), DecodeError::bad_field);
+  m.planes = 7;
+  m.ip_version = 6;
+  EXPECT_FALSE(encode_mad(m, mad, error));
+  EXPECT_EQ(error, "7 planes: the connection manager carries 1..6 over IPv6");
+}
+
+TEST(CmPlanes, Ipv6CarriesSixPlanes) {
+  Wire w(with_planes(side6(server_mac, "fd00:77:2::2", 22), 6, 2),
+         with_planes(side6(client_mac, "fd00:77:1::2", 11), 6, 1));
+  w.listen();
+  std::string error;
+  ConnectRequest r = planes_request(6);
+  r.connection.endpoints.ip_version = 6;
+  r.connection.endpoints.peer_ipv6 = v6("fd00:77:2::2");
+  ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  ASSERT_EQ(w.client_events[0].kind, EventKind::established) << w.client_events[0].error;
+  ASSERT_EQ(w.accepted.size(), 1u);
+  expect_planes_joined(w.client_events[0].config, w.accepted[0], 6, 6);
+  r.connection.planes = 7;
+  Manager seven(with_planes(side6(client_mac, "fd00:77:1::2", 11), 8, 1));
+  EXPECT_EQ(seven.connect(0, r, error), 0u);
+  EXPECT_EQ(error, "7 planes: the connection manager carries 1..6 over IPv6");
 }
 
 }  // namespace
