@@ -34,7 +34,7 @@ else
   echo "make_seeds: python3-scapy not installed: golden.pcap seeds skipped" >&2
 fi
 
-mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap" "$out/fuzz-cm" "$out/fuzz-neighbours"
+mkdir -p "$out/fuzz-wire-parse" "$out/fuzz-connection-rx" "$out/fuzz-decode-pcap" "$out/fuzz-cm" "$out/fuzz-neighbours" "$out/fuzz-secure-open"
 
 /usr/bin/python3 - "$out" "$captures"/*.pcap <<'EOF'
 import os, struct, sys
@@ -147,6 +147,17 @@ neighbour_frames = {
 }
 for name, hex_text in neighbour_frames.items():
     open(os.path.join(out, 'fuzz-neighbours', name), 'wb').write(b'\0' + bytes.fromhex(hex_text))
+
+# fuzz-secure-open (fuzz_secure_open.cpp): mode byte (bit 0 auth-only,
+# bits 1..7 the clear header length), three bytes choosing the changed byte,
+# then a frame: a 12-byte BTH with and without 64 bytes of payload, and
+# 28 bytes shaped like a trailer alone.
+bth = bytes.fromhex('f240ffff00000011000003e8')
+for name, head, body in (('encrypt-64', 12 << 1, bth + bytes(range(64))),
+                         ('auth-only-64', (12 << 1) | 1, bth + bytes(range(64))),
+                         ('encrypt-header-only', 12 << 1, bth),
+                         ('trailer-alone', 0, bytes.fromhex('11223344' + '0000000000000001') + bytes(16))):
+    open(os.path.join(out, 'fuzz-secure-open', name), 'wb').write(bytes([head, 0, 7, 0x80]) + body)
 
 print('make_seeds: %d frames from %s into %s' % (count, ', '.join(os.path.basename(c) for c in captures), out))
 EOF

@@ -1,0 +1,82 @@
+// AES-GCM over one frame, through OpenSSL 3's EVP interface.
+//
+// A Gcm holds the key of one direction of one connection and two EVP
+// cipher contexts (one to seal, one to open) made once, when the key is
+// set: sealing or opening a frame sets only the nonce on a context that
+// already holds the key schedule, so no packet allocates.
+//
+// Two protections, as PSP has them:
+//  - encrypt: the frame's first `header_bytes` are authenticated, the rest
+//    is encrypted in place and authenticated;
+//  - auth_only: the whole frame is authenticated (GMAC) and left as it is.
+// Either way the 16-byte tag covers every byte of the frame, and a frame
+// whose tag does not match is left as it was received (open() puts the
+// received bytes back when the tag fails).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+using evp_cipher_ctx_st = struct evp_cipher_ctx_st;
+
+namespace metaroce::secure {
+
+enum class Algorithm : std::uint8_t { aes128_gcm, aes256_gcm };
+enum class Protection : std::uint8_t { encrypt, auth_only };
+
+inline constexpr std::size_t tag_bytes = 16;
+inline constexpr std::size_t nonce_bytes = 12;
+inline constexpr std::size_t max_key_bytes = 32;
+
+using Tag = std::array<std::uint8_t, tag_bytes>;
+using Nonce = std::array<std::uint8_t, nonce_bytes>;
+
+[[nodiscard]] constexpr std::size_t key_bytes(Algorithm a) noexcept {
+  return a == Algorithm::aes128_gcm ? 16 : 32;
+}
+[[nodiscard]] const char* to_string(Algorithm a) noexcept;
+[[nodiscard]] const char* to_string(Protection p) noexcept;
+
+class Gcm {
+ public:
+  Gcm() noexcept = default;
+  ~Gcm();
+  Gcm(const Gcm&) = delete;
+  Gcm& operator=(const Gcm&) = delete;
+  Gcm(Gcm&& other) noexcept;
+  Gcm& operator=(Gcm&& other) noexcept;
+
+  // False (and no key held) when `key` is not key_bytes(algorithm) long or
+  // OpenSSL refuses the contexts.
+  [[nodiscard]] bool set_key(Algorithm algorithm, std::span<const std::uint8_t> key) noexcept;
+  [[nodiscard]] bool has_key() const noexcept { return seal_ctx_ != nullptr; }
+  [[nodiscard]] Algorithm algorithm() const noexcept { return algorithm_; }
+
+  // The general form: `aad` authenticated, `data` encrypted in place.
+  // False only when no key is held or OpenSSL fails.
+  [[nodiscard]] bool seal(const Nonce& nonce, std::span<const std::uint8_t> aad,
+                          std::span<std::uint8_t> data, Tag& tag) noexcept;
+  // True when the tag matches; `data` is then the plaintext. When it does
+  // not match, `data` is left exactly as given.
+  [[nodiscard]] bool open(const Nonce& nonce, std::span<const std::uint8_t> aad,
+                          std::span<std::uint8_t> data, const Tag& tag) noexcept;
+
+  // One frame: see the file comment. `header_bytes` is clamped to the frame.
+  [[nodiscard]] bool seal_frame(Protection protection, const Nonce& nonce,
+                                std::span<std::uint8_t> frame, std::size_t header_bytes,
+                                Tag& tag) noexcept;
+  [[nodiscard]] bool open_frame(Protection protection, const Nonce& nonce,
+                                std::span<std::uint8_t> frame, std::size_t header_bytes,
+                                const Tag& tag) noexcept;
+
+ private:
+  void release() noexcept;
+
+  evp_cipher_ctx_st* seal_ctx_ = nullptr;
+  evp_cipher_ctx_st* open_ctx_ = nullptr;
+  Algorithm algorithm_ = Algorithm::aes128_gcm;
+};
+
+}  // namespace metaroce::secure
