@@ -540,6 +540,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   const double setup_before = run.cm_setup_seconds;
   if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
   const double setup_seconds = run.cm_setup_seconds - setup_before;
+  // A port (or the server's) that carries less than --mtu: the payload per
+  // packet the two ends agreed on, said once.
+  if (progress != nullptr && !conns.empty() && conns[0].connection->mtu() < o.mtu && size == o.sizes.front())
+    std::fprintf(progress, " MTU %u agreed: --mtu %u is more than the ports carry\n", conns[0].connection->mtu(), o.mtu);
 
   // Connection k's slots are k * slots .. (k + 1) * slots - 1 of the source.
   std::vector<std::uint8_t> source(std::uint64_t{slots} * qps * size, 0x5a);

@@ -79,6 +79,7 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   std::uint32_t nonce = 0;
   do nonce = static_cast<std::uint32_t>(random_()); while (nonce == 0 || nonce_to_id_.contains(nonce));
   a.config.pkey = pkey_of(nonce);
+  a.config.mtu = std::min(a.config.mtu, config_.max_mtu);
   if (a.config.planes > config_.planes) {
     error = fmt::format("{} planes asked, but this side has {} (ManagerConfig::planes)", a.config.planes,
                         config_.planes);

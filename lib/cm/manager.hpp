@@ -89,8 +89,10 @@ struct ManagerConfig {
   // (their retries count from their first REQ).
   std::uint32_t max_requests_in_flight = 256;
   std::uint64_t seed = 0;             // nonces, QPNs and PSNs; 0: from std::random_device
-  // Server side: what it agrees to.
+  // The largest payload per packet this side's port carries: a client asks
+  // for at most this, a server agrees to at most this.
   std::uint32_t max_mtu = 9000;
+  // Server side: what it agrees to.
   std::uint16_t max_paths = 64;
   std::uint32_t max_outstanding_reads = 16;  // READs and atomics at once (the smaller of this and the client's)
   std::uint32_t max_connections = 1024;  // server connections alive at once

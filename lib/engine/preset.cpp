@@ -18,10 +18,11 @@ namespace metaroce::engine {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, Driver>, 7> driver_names = {{
+constexpr std::array<std::pair<std::string_view, Driver>, 8> driver_names = {{
     {"net_ring", Driver::net_ring},
     {"net_pcap", Driver::net_pcap},
     {"net_af_packet", Driver::net_af_packet},
+    {"net_af_xdp", Driver::net_af_xdp},
     {"net_tap", Driver::net_tap},
     {"mlx5", Driver::mlx5},
     {"ice", Driver::ice},
@@ -82,7 +83,7 @@ bool parse_log_level(const std::string& s, std::string& out) {
 
 const std::vector<KeyRule>& key_rules() {
   static const std::vector<KeyRule> rules = {
-      {"port.driver", "net_ring, net_pcap, net_af_packet, net_tap, mlx5, ice, i40e",
+      {"port.driver", "net_ring, net_pcap, net_af_packet, net_af_xdp, net_tap, mlx5, ice, i40e",
        [](const std::string& v, DriverPreset& p) { return parse_driver(v, p.port.driver); }},
       {"port.vdev_args", "the PMD's devargs, e.g. rx_pcap=in.pcap,tx_pcap=out.pcap",
        [](const std::string& v, DriverPreset& p) { return p.port.vdev_args = v, true; }},
@@ -142,7 +143,7 @@ std::string_view to_string(Driver d) noexcept {
 
 bool is_vdev(Driver d) noexcept {
   return d == Driver::net_ring || d == Driver::net_pcap || d == Driver::net_af_packet ||
-         d == Driver::net_tap;
+         d == Driver::net_af_xdp || d == Driver::net_tap;
 }
 
 bool parse_preset(std::istream& in, const std::string& source, DriverPreset& out, std::string& error) {
@@ -188,9 +189,10 @@ bool parse_preset(std::istream& in, const std::string& source, DriverPreset& out
                         source);
     return false;
   }
-  if (preset.port.driver == Driver::net_af_packet && preset.port.vdev_args.find("iface=") == std::string::npos) {
-    error = fmt::format("{}: driver 'net_af_packet' needs 'vdev_args' with iface=<interface> under [port], e.g. iface=veth0",
-                        source);
+  const bool kernel_socket = preset.port.driver == Driver::net_af_packet || preset.port.driver == Driver::net_af_xdp;
+  if (kernel_socket && preset.port.vdev_args.find("iface=") == std::string::npos) {
+    error = fmt::format("{}: driver '{}' needs 'vdev_args' with iface=<interface> under [port], e.g. iface=veth0", source,
+                        to_string(preset.port.driver));
     return false;
   }
   out = std::move(preset);

@@ -15,7 +15,7 @@
 
 namespace metaroce::engine {
 
-enum class Driver : std::uint8_t { net_ring, net_pcap, net_af_packet, net_tap, mlx5, ice, i40e };
+enum class Driver : std::uint8_t { net_ring, net_pcap, net_af_packet, net_af_xdp, net_tap, mlx5, ice, i40e };
 
 [[nodiscard]] std::string_view to_string(Driver d) noexcept;
 // True for the drivers that are DPDK virtual devices (created with --vdev).

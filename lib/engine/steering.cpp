@@ -22,6 +22,7 @@ SteeringMethod steering_method(Driver driver) noexcept {
     // A capture file, a kernel socket or a tap device has no flow engine.
     case Driver::net_pcap:
     case Driver::net_af_packet:
+    case Driver::net_af_xdp:
     case Driver::net_tap: return SteeringMethod::software_handoff;
     case Driver::mlx5:
     case Driver::ice:

@@ -37,6 +37,11 @@ bool load_remote_preset(const EndpointConfig& o, engine::DriverPreset& preset, s
   return true;
 }
 
+// Bytes of a frame that are not payload, at the most: Ethernet, VLAN, IPv6,
+// UDP, BTH and its extensions, the trailers and the ICRC. A port of L3 MTU
+// m carries m - headers_budget payload bytes per packet.
+constexpr std::uint32_t headers_budget = 128;
+
 // How long a port's link may take to come up after start.
 constexpr auto link_wait = std::chrono::seconds(2);
 
@@ -171,7 +176,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
     if (!e.port) return false;
     host_config = engine::host_config(preset, e.port->multi_segment_tx());
   } else {
-    setup.mtu = std::max<std::uint32_t>(o.mtu + 128, 1500);
+    setup.mtu = std::max<std::uint32_t>(o.mtu + headers_budget, 1500);
     setup.mbufs = o.mbufs;
     e.port = engine::Port::open(device, setup, error);
     if (!e.port) return false;
@@ -215,7 +220,9 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   e.host->host().enable_neighbours(neighbours);
   cm_config.retry_interval = 100'000'000;
   cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
-  cm_config.max_mtu = 9000;
+  // The payload per packet this port carries: a server agrees to no more,
+  // a client asks no more (a preset's mtu= may be smaller than --mtu).
+  cm_config.max_mtu = setup.mtu > headers_budget + 256 ? setup.mtu - headers_budget : 256;
   cm_config.max_connections = o.max_connections;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(

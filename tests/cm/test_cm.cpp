@@ -325,6 +325,25 @@ TEST(Cm, ApplicationAndResourceRefusalsReachTheClient) {
   EXPECT_EQ(v.client_events[0].kind, EventKind::established);
 }
 
+// A client whose port carries less than the connection asks for (a
+// preset's mtu= below --mtu) asks for what it carries, and both ends hold that.
+TEST(Cm, ClientAsksNoMoreThanItsPortCarries) {
+  ManagerConfig small_port = side(client_mac, client_ip, 11);
+  small_port.max_mtu = 2872;
+  Wire w(side(server_mac, server_ip, 22), small_port);
+  w.listen();
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u) << error;  // asks 4096
+  w.settle(0);
+  ASSERT_EQ(w.requests_seen.size(), 1u);
+  EXPECT_EQ(w.requests_seen[0].mtu, 2872u);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::established);
+  EXPECT_EQ(w.client_events[0].config.mtu, 2872u);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  EXPECT_EQ(w.accepted[0].mtu, 2872u);
+}
+
 TEST(Cm, ServerCapsMtuAndPathsAndRocev2HasOnePath) {
   ManagerConfig capped = side(server_mac, server_ip, 5);
   capped.max_mtu = 1024;

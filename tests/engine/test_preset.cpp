@@ -78,7 +78,7 @@ TEST(Preset, UnknownSectionIsAnUnknownKey) {
 
 TEST(Preset, BadValues) {
   EXPECT_EQ(parse_error("[port]\ndriver=e1000\n"),
-            "test.ini: bad value 'e1000' for 'port.driver'; accepted: net_ring, net_pcap, net_af_packet, net_tap, "
+            "test.ini: bad value 'e1000' for 'port.driver'; accepted: net_ring, net_pcap, net_af_packet, net_af_xdp, net_tap, "
             "mlx5, ice, i40e");
   EXPECT_EQ(parse_error("[port]\nqueues=0\n"), "test.ini: bad value '0' for 'port.queues'; accepted: an integer 1..64");
   EXPECT_EQ(parse_error("[port]\nqueues=two\n"),
@@ -148,6 +148,9 @@ TEST(Preset, DriverRequirements) {
   EXPECT_EQ(parse_error("[port]\ndriver=net_af_packet\n"),
             "test.ini: driver 'net_af_packet' needs 'vdev_args' with iface=<interface> under [port], e.g. "
             "iface=veth0");
+  EXPECT_EQ(parse_error("[port]\ndriver=net_af_xdp\nvdev_args=start_queue=0\n"),
+            "test.ini: driver 'net_af_xdp' needs 'vdev_args' with iface=<interface> under [port], e.g. "
+            "iface=veth0");
   const DriverPreset nic = parse_ok("[port]\ndriver=mlx5\npci=0000:3b:00.0\n");
   EXPECT_EQ(eal_options(nic).pci_allow, std::vector<std::string>{"0000:3b:00.0"});
 }
@@ -164,7 +167,7 @@ TEST(Preset, MissingFile) {
 }
 
 TEST(Preset, ShippedPresetsParse) {
-  for (const char* name : {"net_ring", "net_pcap", "net_af_packet", "net_tap", "mlx5", "ice", "i40e"}) {
+  for (const char* name : {"net_ring", "net_pcap", "net_af_packet", "net_af_xdp", "net_tap", "mlx5", "ice", "i40e"}) {
     DriverPreset p;
     std::string error;
     EXPECT_TRUE(load_preset(std::string(DRIVERS_CONFIG_DIR) + "/" + name + ".ini", p, error)) << error;

@@ -19,7 +19,8 @@ namespace {
 TEST(SteeringRules, EveryPresetHasItsMethodAndTheNicRulesCoverEveryQpnOnce) {
   const std::vector<std::pair<std::string, SteeringMethod>> presets = {
       {"net_ring", SteeringMethod::tx_queue},        {"net_pcap", SteeringMethod::software_handoff},
-      {"net_af_packet", SteeringMethod::software_handoff}, {"net_tap", SteeringMethod::software_handoff},
+      {"net_af_packet", SteeringMethod::software_handoff}, {"net_af_xdp", SteeringMethod::software_handoff},
+      {"net_tap", SteeringMethod::software_handoff},
       {"mlx5", SteeringMethod::bth_flow_rule},       {"ice", SteeringMethod::bth_flow_rule},
       {"i40e", SteeringMethod::bth_flow_rule}};
   for (const auto& [name, method] : presets) {
