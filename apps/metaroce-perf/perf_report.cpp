@@ -27,7 +27,8 @@ std::string drop_causes(const engine::EngineCounters& c) {
   std::vector<std::pair<std::string, std::uint64_t>> causes = {
       {"rx_unknown_qpn", c.rx_unknown_qpn},     {"rx_misdirected", c.rx_misdirected},
       {"rx_vlan_mismatch", c.rx_vlan_mismatch}, {"rx_mempool_empty", c.rx_mempool_empty},
-      {"rx_handoff_ring_full", c.rx_handoff_ring_full}, {"tx_frame_too_large", c.tx_frame_too_large}};
+      {"rx_handoff_ring_full", c.rx_handoff_ring_full}, {"tx_frame_too_large", c.tx_frame_too_large},
+      {"tx_no_such_port", c.tx_no_such_port},   {"tx_dropped_link_down", c.tx_dropped_link_down}};
   for (std::size_t i = 1; i < wire::parse_error_count; ++i)
     causes.emplace_back("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))),
                         c.rx_parse_errors[i]);
