@@ -48,7 +48,7 @@ std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, s
     host->host_.set_tx_inline_limit(host->tx_builder_->zero_copy_threshold() - 1);
   host->host_.advance(host->clock_.now_ns());
   for (TxPort& p : host->ports_) p.pending.reserve(4 * transport::Connection::burst_limit);
-  host->poll_links(host->clock_.now_ns());
+  if (host->ports_.size() > 1) host->poll_links(host->clock_.now_ns());
   return host;
 }
 
@@ -84,7 +84,7 @@ std::size_t EngineHost::MbufSink::take(const transport::TxBatch& batch, std::siz
       ++counters.tx_no_such_port;
       continue;
     }
-    if (!owner_.ports_[port].link_up) {
+    if (owner_.drops_for_link(port)) {
       ++counters.tx_dropped_link_down;
       continue;
     }
@@ -106,7 +106,7 @@ std::size_t EngineHost::MbufSink::take(const transport::TxBatch& batch, std::siz
 // Frames the host builds itself (connection manager, neighbours) leave
 // through port 0.
 bool EngineHost::MbufSink::take_copy(std::span<const std::uint8_t> frame) {
-  if (!owner_.ports_[0].link_up) {
+  if (owner_.drops_for_link(0)) {
     ++owner_.host_.counters().tx_dropped_link_down;
     return true;
   }
@@ -209,7 +209,7 @@ std::size_t EngineHost::flush_port(std::uint16_t k) {
   const std::size_t waiting = p.pending.size() - p.head;
   if (waiting == 0) return 0;
   EngineCounters& counters = host_.counters();
-  if (!p.link_up) {
+  if (drops_for_link(k)) {
     // Built before the link went down: a NIC with its link down may never
     // take them, and the transport resends them on other planes.
     for (std::size_t i = p.head; i < p.pending.size(); ++i) rte_pktmbuf_free(p.pending[i]);
@@ -283,7 +283,9 @@ std::size_t EngineHost::poll_once() {
   }
   if (received != 0) now = clock_.now_ns();
   host_.advance(now);
-  if (config_.link_poll_ns != 0 && now >= next_link_poll_ns_) poll_links(now);
+  // A host of one port has no other plane to move traffic to: its link is
+  // left to the transport's timers, as before planes.
+  if (config_.link_poll_ns != 0 && ports_.size() > 1 && now >= next_link_poll_ns_) poll_links(now);
 
   std::size_t sent = flush_tx();
   // Back-pressure: while the PMD has not taken last turn's frames, or held

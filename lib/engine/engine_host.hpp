@@ -20,11 +20,12 @@
 // from the same lcore: a turn receives from every port, and each frame
 // leaves through the port its descriptor names (TxDescriptor::port, a
 // plane's port index; frames the host builds itself through port 0). A
-// port index the host lacks is dropped (tx_no_such_port). Every
-// link_poll_ns of the host clock each port's link is read
+// port index the host lacks is dropped (tx_no_such_port). On a host of
+// several ports, every link_poll_ns of the host clock each port's link is read
 // (rte_eth_link_get_nowait) and a change told to the connections
-// (Host::set_port_link); frames for a port whose link is down are dropped
-// (tx_dropped_link_down), and the transport resends them on other planes.
+// (Host::set_port_link), and frames for a port whose link is down are
+// dropped (tx_dropped_link_down): the transport resends them on other
+// planes. A host of one port does neither: its frames wait for the port.
 //
 // Threading: every member runs on the owning lcore, except counters(),
 // which others may read as a racy snapshot.
@@ -155,7 +156,7 @@ class alignas(64) EngineHost {
   [[nodiscard]] std::uint16_t ports() const noexcept { return static_cast<std::uint16_t>(ports_.size()); }
   [[nodiscard]] bool port_link_up(std::uint16_t k) const noexcept { return k < ports_.size() && ports_[k].link_up; }
   // Reads every port's link now and tells the host of changes (poll_once
-  // does this every link_poll_ns).
+  // does this every link_poll_ns on a host of several ports).
   void poll_links(std::uint64_t now);
   // Frames that found no mbuf and wait, copied, for the pool to refill.
   [[nodiscard]] std::size_t tx_held() const noexcept { return host_.tx_held(); }
@@ -174,6 +175,10 @@ class alignas(64) EngineHost {
   std::uint16_t hand_off(rte_mbuf** rx, std::uint16_t n);
   std::size_t flush_tx();
   std::size_t flush_port(std::uint16_t k);
+  // Frames for port k are dropped: its link is down and the host has other
+  // ports (planes) to carry the traffic. A host of one port keeps them
+  // waiting for the link (or a stopped port's start), as before planes.
+  [[nodiscard]] bool drops_for_link(std::uint16_t k) const noexcept { return ports_.size() > 1 && !ports_[k].link_up; }
   void idle(bool nothing_done);
 
   // The host's frames to mbufs, queued in tx_pending_.
