@@ -260,6 +260,42 @@ TEST(EnginePlanes, LinkDownMidTransferFailsThePlaneAndItComesBackWhenUp) {
   rig.expect_tx_frames_are_the_ports_opackets();
 }
 
+// The link goes down right after A's turn, and A reads it before B has
+// acknowledged anything of that turn (poll_links, as the 10 ms poll does):
+// exactly the packets in flight on plane 1's paths are resent on plane 0,
+// and each WRITE still completes once (B takes the copies still in the
+// ring as duplicates).
+TEST(EnginePlanes, LinkDownMovesExactlyThePlanesPacketsInFlight) {
+  EnginePlanesRig rig;
+  rig.post(1, messages);
+  ASSERT_TRUE(rig.run_until([&] { return rig.receiver->counters().data_bytes_placed >= 512 * 1024; },
+                            std::chrono::seconds(10)));
+  std::uint64_t in_flight_1 = 0;
+  for (int tries = 0; tries < 1000 && in_flight_1 == 0; ++tries) {
+    rig.turn();
+    rig.host_a->poll_once();
+    in_flight_1 = 0;
+    for (std::uint16_t p = 1; p < 8; p += 2) in_flight_1 += rig.sender->path_info(p).in_flight;
+  }
+  ASSERT_GT(in_flight_1, 0u) << "nothing in flight on plane 1";
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_b[1]->id()), 0);
+  rig.host_a->poll_links(rig.host_a->now_ns());
+  EXPECT_EQ(rig.host_a->counters().link_changes, 1u);
+  EXPECT_EQ(rig.sender->counters().planes_failed, 1u);
+  EXPECT_EQ(rig.sender->counters().packets_moved_to_other_planes, in_flight_1);
+  rig.host_b->poll_links(rig.host_b->now_ns());
+  EXPECT_EQ(rig.receiver->counters().planes_failed, 1u);
+  ASSERT_TRUE(rig.complete(messages));
+  rig.expect_each_completed_once(1, messages);
+  EXPECT_EQ(rig.dst, rig.src);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, messages * len);
+  EXPECT_EQ(rig.host_b->counters().link_changes, 1u);
+  rig.expect_tx_frames_are_the_ports_opackets();
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_b[1]->id()), 0);
+}
+
 // A connection whose plane 1 names port index 5 on a host of two ports:
 // those frames are dropped and counted, plane 1's paths fail, and
 // everything completes over plane 0.
