@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine_host.hpp"
+#include "engine/node.hpp"
 #include "engine/port.hpp"
 #include "transport/config.hpp"
 #include "transport/connection.hpp"
@@ -309,6 +310,18 @@ TEST(EnginePlanes, PortIndexTheHostLacksIsDroppedAndCounted) {
   EXPECT_EQ(rig.host_b->counters().tx_no_such_port, 0u);
   EXPECT_EQ(opackets(rig.ports_a[1]->id()), 0u);
   rig.expect_tx_frames_are_the_ports_opackets();
+}
+
+// A node's lcores each drive a queue of one port: ports per plane are for
+// a node of one lcore, and a node of several says so.
+TEST(EnginePlanes, NodeOfSeveralLcoresRefusesPortsPerPlane) {
+  NodeConfig nc;
+  nc.name = "planes2";
+  nc.lcores = 2;
+  nc.hosts.more_ports = {EnginePortQueue{1, 0}};
+  std::string error;
+  EXPECT_EQ(Node::create(nc, error), nullptr);
+  EXPECT_EQ(error, "node 'planes2': several lcores drive one port each; a port per plane (hosts.more_ports) needs one lcore");
 }
 
 }  // namespace
