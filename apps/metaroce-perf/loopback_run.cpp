@@ -1,6 +1,7 @@
 #include "metaroce-perf/loopback_run.hpp"
 
 #include <rte_cycles.h>
+#include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
@@ -556,6 +557,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   config.connection.mode = o.mode;
   config.connection.mtu = o.mtu;
   config.connection.paths = o.paths;
+  config.planes = o.planes;
   config.connection.streams = o.streams;
   config.connection.path_window = o.path_window;
   config.connection.psn_window = o.psn_window;
@@ -779,6 +781,20 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     for (auto* c : senders[k]->senders) add(run.connection_a, c->counters());
     for (auto* c : receivers[k]->connections) add(run.connection_b, c->counters());
     run.retransmitted += retransmissions(senders[k]->senders);
+  }
+  if (run.planes.size() < lb.planes()) run.planes.resize(lb.planes());
+  for (std::uint16_t p = 0; p < lb.planes(); ++p) {
+    PlaneResult& pr = run.planes[p];
+    pr.plane = p;
+    for (std::uint16_t k = 0; k < lanes; ++k)
+      for (auto* c : senders[k]->senders) {
+        const transport::PlaneInfo info = c->plane_info(p);
+        pr.data_packets += info.data_packets;
+        pr.retransmits += info.retransmits;
+        pr.failures += info.failures;
+      }
+    rte_eth_stats stats{};
+    if (rte_eth_stats_get(lb.plane_port_a(p), &stats) == 0) pr.sender_port_frames += stats.opackets;
   }
   if (lb.forward_link() != nullptr) add(run.forward, lb.forward_link()->fabric_counters());
   if (lb.backward_link() != nullptr) add(run.backward, lb.backward_link()->fabric_counters());

@@ -102,8 +102,19 @@ struct SizeResult {
   double lat_min_us = 0.0, lat_p50_us = 0.0, lat_p99_us = 0.0, lat_max_us = 0.0, lat_avg_us = 0.0;
 };
 
+// --planes: one plane of the sender's connections, summed over them and
+// the sizes (Connection::plane_info), and the frames its port took.
+struct PlaneResult {
+  std::uint16_t plane = 0;
+  std::uint64_t data_packets = 0;  // first transmissions and retransmissions
+  std::uint64_t retransmits = 0;
+  std::uint64_t failures = 0;      // times the plane was declared failed
+  std::uint64_t sender_port_frames = 0;  // the sender host's port for this plane (rte_eth_stats.opackets)
+};
+
 struct RunResult {
   std::vector<SizeResult> sizes;
+  std::vector<PlaneResult> planes;  // --loopback: one per plane
   engine::EngineCounters host_a{}, host_b{};  // summed over the sizes
   transport::ConnectionCounters connection_a{}, connection_b{};
   fabric::FabricCounters forward{}, backward{};

@@ -89,6 +89,9 @@ po::options_description describe() {
                                               "spread evenly over them, each lcore owning its own queue, "
                                               "connections and share of -n (-q at least N; not with --fabric, "
                                               "--capture or --raw)")
+      ("planes", po::value<std::uint16_t>(), "--loopback: planes, 1..8 (default 1): a net_ring pair per plane, each "
+                                              "host with a port on every one, connections spread over all "
+                                              "(--paths at least N; not with --lcores, --fabric, --capture or --raw)")
       ("software-handoff", "--loopback --lcores N: the pair delivers every frame to queue 0, as a PMD that cannot "
                            "steer by QPN, and lcore 0 hands each other lcore's frames to it (rx_handed_off)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
@@ -170,6 +173,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint32_t>(vm, "zero-copy-threshold", 1, 65535, o.zero_copy_threshold, message) ||
       !in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, o.idle_sleep_us, message) ||
       !in_range<std::uint16_t>(vm, "lcores", 1, max_lcores, o.lcores, message) ||
+      !in_range<std::uint16_t>(vm, "planes", 1, 8, o.planes, message) ||
       !apps::read_receive_capacity(vm, o.receive_capacity_bps, message))
     return ParseOutcome::error;
   if ((o.psn_window & (o.psn_window - 1)) != 0) {
@@ -364,6 +368,24 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     if (o.qps < o.lcores) {
       message = fmt::format("--lcores {} with -q {}: every lcore needs a connection: give -q {} or more", o.lcores,
                             o.qps, o.lcores);
+      return ParseOutcome::error;
+    }
+  }
+  if (o.planes > 1) {
+    const char* clash = o.role != PerfRole::loopback ? "--server/--client (one port per end there)"
+                        : o.lcores > 1                ? "--lcores"
+                        : vm.count("fabric")          ? "--fabric (the inline fabric is on one pair)"
+                        : vm.count("capture")         ? "--capture (the capture is on one pair)"
+                        : o.raw                       ? "--raw"
+                                                      : nullptr;
+    if (clash != nullptr) {
+      message = fmt::format("--planes {} is for --loopback over a net_ring pair per plane: drop {}, or --planes",
+                            o.planes, clash);
+      return ParseOutcome::error;
+    }
+    if (o.paths < o.planes) {
+      message = fmt::format("--planes {} with --paths {}: every plane needs a path: give --paths {} or more", o.planes,
+                            o.paths, o.planes);
       return ParseOutcome::error;
     }
   }

@@ -86,6 +86,9 @@ struct PerfOptions {
   // --lcores: lcores per side (--loopback: a sender and a receiver each,
   // lane k carrying the connections of queue k).
   std::uint16_t lcores = 1;
+  // --planes: --loopback over this many net_ring pairs, one per plane, and
+  // connections with as many planes (at most --paths).
+  std::uint16_t planes = 1;
   // --software-handoff: the loopback's pair does not steer; lcore 0 of each
   // side takes every frame and hands the others' to them.
   bool software_handoff = false;

@@ -27,7 +27,8 @@ std::string drop_causes(const engine::EngineCounters& c) {
   std::vector<std::pair<std::string, std::uint64_t>> causes = {
       {"rx_unknown_qpn", c.rx_unknown_qpn},     {"rx_misdirected", c.rx_misdirected},
       {"rx_vlan_mismatch", c.rx_vlan_mismatch}, {"rx_mempool_empty", c.rx_mempool_empty},
-      {"rx_handoff_ring_full", c.rx_handoff_ring_full}, {"tx_frame_too_large", c.tx_frame_too_large}};
+      {"rx_handoff_ring_full", c.rx_handoff_ring_full}, {"tx_frame_too_large", c.tx_frame_too_large},
+      {"tx_no_such_port", c.tx_no_such_port},   {"tx_dropped_link_down", c.tx_dropped_link_down}};
   for (std::size_t i = 1; i < wire::parse_error_count; ++i)
     causes.emplace_back("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))),
                         c.rx_parse_errors[i]);
@@ -178,6 +179,13 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    static_cast<unsigned long long>(l.data_packets), l.busy_cycles_per_packet(),
                    l.data_packets != 0 ? double(l.cpu_ns) / double(l.data_packets) : 0.0, 100.0 * l.idle_share());
   }
+  if (run.planes.size() > 1) {
+    std::fprintf(out, " #plane  data packets  retransmits  failures  sender port frames\n");
+    for (const PlaneResult& p : run.planes)
+      std::fprintf(out, "  %-6u %-13llu %-12llu %-9llu %llu\n", unsigned{p.plane},
+                   static_cast<unsigned long long>(p.data_packets), static_cast<unsigned long long>(p.retransmits),
+                   static_cast<unsigned long long>(p.failures), static_cast<unsigned long long>(p.sender_port_frames));
+  }
   if (o.role == PerfRole::client && run.cm_connections_set_up != 0)
     std::fprintf(out, " connection manager: %llu connections set up in %.3f s (%.0f connections/s), %llu torn down in "
                       "%.3f s\n",
@@ -202,6 +210,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("streams", unsigned{o.streams})
       .add("qps", o.qps)
       .add("lcores_per_side", unsigned{o.lcores})
+      .add("planes_per_connection", unsigned{o.planes})
       .add("mtu", o.mtu)
       .add("tx_depth", o.tx_depth)
       .add("verify", o.verify)
@@ -266,6 +275,18 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
   }
   j.end_array();
   j.add("retransmitted", run.retransmitted);
+  if (!run.planes.empty()) {
+    j.begin_array("planes");
+    for (const PlaneResult& p : run.planes)
+      j.begin_array_object()
+          .add("plane", unsigned{p.plane})
+          .add("data_packets", p.data_packets)
+          .add("retransmits", p.retransmits)
+          .add("failures", p.failures)
+          .add("sender_port_frames", p.sender_port_frames)
+          .end_object();
+    j.end_array();
+  }
   if (o.role == PerfRole::client)
     j.add("cm_connections_set_up", run.cm_connections_set_up)
         .add("cm_connections_torn_down", run.cm_connections_torn_down)

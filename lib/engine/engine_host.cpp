@@ -27,7 +27,10 @@ host::HostConfig host_config(const EngineHostConfig& c) {
 }
 }  // namespace
 
-EngineHost::EngineHost(const EngineHostConfig& config) : config_(config), host_(host_config(config)) {}
+EngineHost::EngineHost(const EngineHostConfig& config) : config_(config), host_(host_config(config)) {
+  ports_.push_back(TxPort{config.port_id, config.queue, true, {}, 0});
+  for (const EnginePortQueue& p : config.more_ports) ports_.push_back(TxPort{p.port_id, p.queue, true, {}, 0});
+}
 
 std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, std::string& error) {
   std::unique_ptr<EngineHost> host(new EngineHost(config));
@@ -44,14 +47,16 @@ std::unique_ptr<EngineHost> EngineHost::create(const EngineHostConfig& config, s
   if (host->tx_builder_->zero_copy_threshold() != zero_copy_never)
     host->host_.set_tx_inline_limit(host->tx_builder_->zero_copy_threshold() - 1);
   host->host_.advance(host->clock_.now_ns());
-  host->tx_pending_.reserve(4 * transport::Connection::burst_limit);
+  for (TxPort& p : host->ports_) p.pending.reserve(4 * transport::Connection::burst_limit);
+  if (host->ports_.size() > 1) host->poll_links(host->clock_.now_ns());
   return host;
 }
 
 EngineHost::~EngineHost() {
   // Frames nobody will send any more go back to their pools (held ones are
   // plain bytes).
-  for (std::size_t i = tx_pending_head_; i < tx_pending_.size(); ++i) rte_pktmbuf_free(tx_pending_[i]);
+  for (TxPort& p : ports_)
+    for (std::size_t i = p.head; i < p.pending.size(); ++i) rte_pktmbuf_free(p.pending[i]);
 }
 
 transport::Connection* EngineHost::add_connection(const transport::ConnectionConfig& config,
@@ -74,12 +79,22 @@ std::size_t EngineHost::MbufSink::take(const transport::TxBatch& batch, std::siz
   std::size_t i = first;
   for (; i < batch.size(); ++i) {
     if ((i - first) % TxMbufBuilder::prepared_max == 0) builder.prepare(batch, i, batch.size() - i);
+    const std::uint16_t port = batch[i].port;
+    if (port >= owner_.ports_.size()) {
+      ++counters.tx_no_such_port;
+      continue;
+    }
+    if (owner_.drops_for_link(port)) {
+      ++counters.tx_dropped_link_down;
+      continue;
+    }
+    std::vector<rte_mbuf*>& pending = owner_.ports_[port].pending;
     rte_mbuf* m = nullptr;
     const TxBuild built = builder.build(batch, i, m);
     if (built == TxBuild::mempool_empty) break;
     switch (built) {
-      case TxBuild::copied: ++counters.tx_copied; owner_.tx_pending_.push_back(m); break;
-      case TxBuild::zero_copy: ++counters.tx_zero_copy; owner_.tx_pending_.push_back(m); break;
+      case TxBuild::copied: ++counters.tx_copied; pending.push_back(m); break;
+      case TxBuild::zero_copy: ++counters.tx_zero_copy; pending.push_back(m); break;
       case TxBuild::too_large: ++counters.tx_frame_too_large; break;
       case TxBuild::mempool_empty: break;
     }
@@ -88,10 +103,16 @@ std::size_t EngineHost::MbufSink::take(const transport::TxBatch& batch, std::siz
   return i - first;
 }
 
+// Frames the host builds itself (connection manager, neighbours) leave
+// through port 0.
 bool EngineHost::MbufSink::take_copy(std::span<const std::uint8_t> frame) {
+  if (owner_.drops_for_link(0)) {
+    ++owner_.host_.counters().tx_dropped_link_down;
+    return true;
+  }
   rte_mbuf* m = owner_.tx_builder_->copy_frame(frame);
   if (m == nullptr) return false;
-  owner_.tx_pending_.push_back(m);
+  owner_.ports_[0].pending.push_back(m);
   return true;
 }
 
@@ -99,7 +120,9 @@ std::size_t EngineHost::MbufSink::max_copied_frame() const { return owner_.tx_bu
 
 // A NIC frees what it has sent only when asked (or on later bursts, which
 // we do not make while frames are held): ask.
-void EngineHost::MbufSink::reclaim() { rte_eth_tx_done_cleanup(owner_.config_.port_id, owner_.config_.queue, 0); }
+void EngineHost::MbufSink::reclaim() {
+  for (const TxPort& p : owner_.ports_) rte_eth_tx_done_cleanup(p.port_id, p.queue, 0);
+}
 
 namespace {
 
@@ -181,16 +204,25 @@ std::uint16_t EngineHost::hand_off(rte_mbuf** rx, std::uint16_t n) {
   return kept;
 }
 
-std::size_t EngineHost::flush_tx() {
-  const std::size_t waiting = tx_pending_.size() - tx_pending_head_;
+std::size_t EngineHost::flush_port(std::uint16_t k) {
+  TxPort& p = ports_[k];
+  const std::size_t waiting = p.pending.size() - p.head;
   if (waiting == 0) return 0;
   EngineCounters& counters = host_.counters();
+  if (drops_for_link(k)) {
+    // Built before the link went down: a NIC with its link down may never
+    // take them, and the transport resends them on other planes.
+    for (std::size_t i = p.head; i < p.pending.size(); ++i) rte_pktmbuf_free(p.pending[i]);
+    counters.tx_dropped_link_down += waiting;
+    p.pending.clear();
+    p.head = 0;
+    return 0;
+  }
   std::size_t sent = 0;
   while (sent < waiting) {
     const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(waiting - sent, burst_size));
-    const std::uint16_t took =
-        rte_eth_tx_burst(config_.port_id, config_.queue, tx_pending_.data() + tx_pending_head_ + sent, n);
-    for (std::uint16_t k = 0; k < took; ++k) counters.tx_bytes += tx_pending_[tx_pending_head_ + sent + k]->pkt_len;
+    const std::uint16_t took = rte_eth_tx_burst(p.port_id, p.queue, p.pending.data() + p.head + sent, n);
+    for (std::uint16_t i = 0; i < took; ++i) counters.tx_bytes += p.pending[p.head + sent + i]->pkt_len;
     sent += took;
     if (took < n) {
       ++counters.tx_ring_full;
@@ -199,12 +231,30 @@ std::size_t EngineHost::flush_tx() {
     }
   }
   counters.tx_frames += sent;
-  tx_pending_head_ += sent;
-  if (tx_pending_head_ == tx_pending_.size()) {
-    tx_pending_.clear();
-    tx_pending_head_ = 0;
+  p.head += sent;
+  if (p.head == p.pending.size()) {
+    p.pending.clear();
+    p.head = 0;
   }
   return sent;
+}
+
+std::size_t EngineHost::flush_tx() {
+  std::size_t sent = 0;
+  for (std::uint16_t k = 0; k < ports_.size(); ++k) sent += flush_port(k);
+  return sent;
+}
+
+void EngineHost::poll_links(std::uint64_t now) {
+  next_link_poll_ns_ = now + config_.link_poll_ns;
+  for (std::uint16_t k = 0; k < ports_.size(); ++k) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(ports_[k].port_id, &link) != 0) continue;
+    const bool up = link.link_status == RTE_ETH_LINK_UP;
+    if (up == ports_[k].link_up) continue;
+    ports_[k].link_up = up;
+    host_.set_port_link(now, k, up);
+  }
 }
 
 std::size_t EngineHost::poll_once() {
@@ -224,13 +274,18 @@ std::size_t EngineHost::poll_once() {
     receive_burst(now, rx.data(), n);
     received += n;
   }
-  const std::uint16_t taken = rte_eth_rx_burst(config_.port_id, config_.queue, rx.data(), burst_size);
-  const std::uint16_t own = handoff_.rings.empty() ? taken : hand_off(rx.data(), taken);
-  prefetch_received(rx.data(), own);
-  receive_burst(now, rx.data(), own);
-  received += taken;
+  for (const TxPort& p : ports_) {
+    const std::uint16_t taken = rte_eth_rx_burst(p.port_id, p.queue, rx.data(), burst_size);
+    const std::uint16_t own = handoff_.rings.empty() ? taken : hand_off(rx.data(), taken);
+    prefetch_received(rx.data(), own);
+    receive_burst(now, rx.data(), own);
+    received += taken;
+  }
   if (received != 0) now = clock_.now_ns();
   host_.advance(now);
+  // A host of one port has no other plane to move traffic to: its link is
+  // left to the transport's timers, as before planes.
+  if (config_.link_poll_ns != 0 && ports_.size() > 1 && now >= next_link_poll_ns_) poll_links(now);
 
   std::size_t sent = flush_tx();
   // Back-pressure: while the PMD has not taken last turn's frames, or held
@@ -252,8 +307,12 @@ void EngineHost::idle(bool nothing_done) {
 }
 
 void EngineHost::refresh_port_counters() noexcept {
-  rte_eth_stats stats{};
-  if (rte_eth_stats_get(config_.port_id, &stats) == 0) host_.counters().rx_mempool_empty = stats.rx_nombuf;
+  std::uint64_t nombuf = 0;
+  for (const TxPort& p : ports_) {
+    rte_eth_stats stats{};
+    if (rte_eth_stats_get(p.port_id, &stats) == 0) nombuf += stats.rx_nombuf;
+  }
+  host_.counters().rx_mempool_empty = nombuf;
 }
 
 }  // namespace metaroce::engine

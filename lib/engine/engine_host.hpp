@@ -15,6 +15,18 @@
 //   mempool empty is copied aside and built on a later turn (both counted,
 //   neither dropped); connections are not polled while anything waits.
 //
+// Ports: the host drives its main port's queue (port index 0) and one queue
+// on each further port (EngineHostConfig::more_ports, index 1, 2, ...), all
+// from the same lcore: a turn receives from every port, and each frame
+// leaves through the port its descriptor names (TxDescriptor::port, a
+// plane's port index; frames the host builds itself through port 0). A
+// port index the host lacks is dropped (tx_no_such_port). On a host of
+// several ports, every link_poll_ns of the host clock each port's link is read
+// (rte_eth_link_get_nowait) and a change told to the connections
+// (Host::set_port_link), and frames for a port whose link is down are
+// dropped (tx_dropped_link_down): the transport resends them on other
+// planes. A host of one port does neither: its frames wait for the port.
+//
 // Threading: every member runs on the owning lcore, except counters(),
 // which others may read as a racy snapshot.
 #pragma once
@@ -39,10 +51,21 @@ namespace metaroce::engine {
 using host::management_qpn;
 using host::steering_queue;
 
+// A further port of a host (one per plane after the first) and its queue.
+struct EnginePortQueue {
+  std::uint16_t port_id = 0;
+  std::uint16_t queue = 0;
+};
+
 struct EngineHostConfig {
   std::string name = "host";
   std::uint16_t port_id = 0;
   std::uint16_t queue = 0;
+  // Port index k >= 1 of the host (TxDescriptor::port, PlaneAddresses::port)
+  // is more_ports[k - 1]; index 0 is port_id/queue.
+  std::vector<EnginePortQueue> more_ports;
+  // How often (host clock) every port's link is read; 0: never.
+  std::uint64_t link_poll_ns = 10'000'000;
   std::uint16_t queues = 1;        // queues of the port: connections must steer to `queue`
   bool icrc_offload = false;       // the NIC verified the ICRC: skip it in software
   bool multi_segment_tx = true;    // the port chains mbufs (Port::multi_segment_tx)
@@ -123,7 +146,18 @@ class alignas(64) EngineHost {
   [[nodiscard]] const EngineCounters& counters() const noexcept { return host_.counters(); }
   // Copies the port's rx_nombuf into counters().rx_mempool_empty.
   void refresh_port_counters() noexcept;
-  [[nodiscard]] std::size_t tx_waiting() const noexcept { return tx_pending_.size() - tx_pending_head_; }
+  [[nodiscard]] std::size_t tx_waiting() const noexcept {
+    std::size_t n = 0;
+    for (const TxPort& p : ports_) n += p.pending.size() - p.head;
+    return n;
+  }
+  // Ports this host drives (1 + more_ports) and what it last read of port
+  // index k's link (up until a poll says otherwise).
+  [[nodiscard]] std::uint16_t ports() const noexcept { return static_cast<std::uint16_t>(ports_.size()); }
+  [[nodiscard]] bool port_link_up(std::uint16_t k) const noexcept { return k < ports_.size() && ports_[k].link_up; }
+  // Reads every port's link now and tells the host of changes (poll_once
+  // does this every link_poll_ns on a host of several ports).
+  void poll_links(std::uint64_t now);
   // Frames that found no mbuf and wait, copied, for the pool to refill.
   [[nodiscard]] std::size_t tx_held() const noexcept { return host_.tx_held(); }
   [[nodiscard]] const EngineHostConfig& config() const noexcept { return config_; }
@@ -140,6 +174,11 @@ class alignas(64) EngineHost {
   // many stay (compacted at the front).
   std::uint16_t hand_off(rte_mbuf** rx, std::uint16_t n);
   std::size_t flush_tx();
+  std::size_t flush_port(std::uint16_t k);
+  // Frames for port k are dropped: its link is down and the host has other
+  // ports (planes) to carry the traffic. A host of one port keeps them
+  // waiting for the link (or a stopped port's start), as before planes.
+  [[nodiscard]] bool drops_for_link(std::uint16_t k) const noexcept { return ports_.size() > 1 && !ports_[k].link_up; }
   void idle(bool nothing_done);
 
   // The host's frames to mbufs, queued in tx_pending_.
@@ -162,8 +201,16 @@ class alignas(64) EngineHost {
   host::Host host_;
   MbufSink sink_{*this};
   std::unique_ptr<TxMbufBuilder> tx_builder_;
-  std::vector<rte_mbuf*> tx_pending_;
-  std::size_t tx_pending_head_ = 0;
+  // One per port index: frames built for it, waiting for its PMD.
+  struct TxPort {
+    std::uint16_t port_id = 0;
+    std::uint16_t queue = 0;
+    bool link_up = true;
+    std::vector<rte_mbuf*> pending;
+    std::size_t head = 0;
+  };
+  std::vector<TxPort> ports_;
+  std::uint64_t next_link_poll_ns_ = 0;
   std::vector<std::uint8_t> rx_scratch_;
   std::uint64_t last_poll_ns_ = 0;
   RxHandoff handoff_;

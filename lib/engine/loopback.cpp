@@ -25,6 +25,14 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     error = "the inline fabric and the frame tap forward one queue: software hand-off needs none of them";
     return nullptr;
   }
+  if (config.planes < 1 || config.planes > transport::max_planes) {
+    error = fmt::format("planes {} is outside 1..{}", config.planes, transport::max_planes);
+    return nullptr;
+  }
+  if (config.planes > 1 && (linked || config.lcores > 1)) {
+    error = "several planes run on one lcore per side without inline fabric or tap: drop --lcores, --fabric and --capture";
+    return nullptr;
+  }
   PortSetup ports = config.ports;
   ports.queues = config.lcores;
   ports.ring_unsteered = config.software_handoff;
@@ -38,27 +46,41 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
                                      lb->port_b_, error)) {
     return nullptr;
   }
+  for (std::uint16_t k = 1; k < config.planes; ++k) {
+    std::unique_ptr<Port> a, b;
+    if (!Port::create_ring_pair(fmt::format("lo{}a{}", id, k), fmt::format("lo{}b{}", id, k), ports, a, b, error))
+      return nullptr;
+    lb->plane_ports_a_.push_back(std::move(a));
+    lb->plane_ports_b_.push_back(std::move(b));
+  }
   for (Port* p : {lb->port_a_.get(), lb->port_b_.get(), lb->port_la_.get(), lb->port_lb_.get()})
     if (p != nullptr && !p->start(error)) return nullptr;
+  for (std::uint16_t k = 1; k < config.planes; ++k)
+    if (!lb->plane_ports_a_[k - 1]->start(error) || !lb->plane_ports_b_[k - 1]->start(error)) return nullptr;
 
   // Whole frames of this connection: the payload MTU plus headers, or an
   // ACK carrying one block per path.
   const std::uint32_t frame_l3 = std::max<std::uint32_t>(config.connection.mtu + 256,
                                                          config.connection.paths * 44u + 256);
   const std::uint16_t data_room = data_room_for_mtu(frame_l3);
-  const auto make_node = [&](const char* side, const Port& port, std::unique_ptr<Node>& out) {
+  const auto make_node = [&](const char* side, const Port& port, const std::vector<std::unique_ptr<Port>>& more,
+                             std::unique_ptr<Node>& out) {
     NodeConfig nc;
     nc.name = fmt::format("lo{}{}", id, side);
     nc.port_id = port.id();
     nc.lcores = config.lcores;
     nc.software_handoff = config.software_handoff;
     nc.hosts = config.hosts;
+    nc.hosts.more_ports.clear();
+    for (const auto& p : more) nc.hosts.more_ports.push_back(EnginePortQueue{p->id(), 0});
     if (nc.hosts.tx_data_room == 0) nc.hosts.tx_data_room = data_room;
     nc.hosts.multi_segment_tx = nc.hosts.multi_segment_tx && port.multi_segment_tx();
     out = Node::create(nc, error);
     return out != nullptr;
   };
-  if (!make_node("A", *lb->port_a_, lb->node_a_) || !make_node("B", *lb->port_b_, lb->node_b_)) return nullptr;
+  if (!make_node("A", *lb->port_a_, lb->plane_ports_a_, lb->node_a_) ||
+      !make_node("B", *lb->port_b_, lb->plane_ports_b_, lb->node_b_))
+    return nullptr;
   if (config.receive_share) {
     for (std::uint16_t k = 0; k < config.lcores; ++k) {
       lb->shares_a_.push_back(config.receive_share(lb->port_a_->link().speed_mbps / config.lcores));
@@ -127,6 +149,19 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);
     a.endpoints.local_ipv4 = 0x0a000001;
     a.endpoints.peer_ipv4 = 0x0a000002;
+    a.planes = config.planes;
+    // Plane 0's addresses are the endpoints'; plane k's MACs tell the
+    // ends and planes apart in captures, its IPs are 10.0.k.1 and 10.0.k.2.
+    for (std::uint16_t k = 1; k < config.planes; ++k) {
+      transport::PlaneAddresses& pa = a.plane[k];
+      pa.port = k;
+      const auto kk = static_cast<std::uint8_t>(k);
+      const wire::MacAddress ma = lb->plane_ports_a_[k - 1]->mac(), mb = lb->plane_ports_b_[k - 1]->mac();
+      pa.local_mac = ma == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, kk, 0x0a} : ma;
+      pa.peer_mac = mb == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, kk, 0x0b} : mb;
+      pa.local_ipv4 = 0x0a000001u + (static_cast<std::uint32_t>(k) << 8);
+      pa.peer_ipv4 = 0x0a000002u + (static_cast<std::uint32_t>(k) << 8);
+    }
     a.local_qpn = 0x000101 + i;
     // One lcore keeps the QPNs it always had; several need both ends on
     // the same queue (QPNs equal modulo lcores).
@@ -138,6 +173,10 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     std::swap(b.endpoints.local_ipv4, b.endpoints.peer_ipv4);
     std::swap(b.local_qpn, b.peer_qpn);
     std::swap(b.initial_psn, b.peer_initial_psn);
+    for (auto& pb : b.plane) {
+      std::swap(pb.local_mac, pb.peer_mac);
+      std::swap(pb.local_ipv4, pb.peer_ipv4);
+    }
     const std::uint16_t lcore = lb->node_a_->owner_of(a.local_qpn);
     auto* ca = lb->node_a_->host(lcore).add_connection(a, config.congestion ? config.congestion() : nullptr, error);
     if (ca == nullptr) return nullptr;
@@ -158,6 +197,8 @@ Loopback::~Loopback() {
   const auto drain = [this] {
     for (Port* p : {port_a_.get(), port_b_.get(), port_la_.get(), port_lb_.get()})
       if (p != nullptr) p->drain_rx();
+    for (auto& p : plane_ports_a_) p->drain_rx();
+    for (auto& p : plane_ports_b_) p->drain_rx();
   };
   drain();
   forward_.reset();
@@ -169,6 +210,8 @@ Loopback::~Loopback() {
   port_b_.reset();
   port_la_.reset();
   port_lb_.reset();
+  plane_ports_a_.clear();
+  plane_ports_b_.clear();
 }
 
 std::size_t Loopback::poll_side(Node& node, cc::PortShareBoard* board, std::vector<std::unique_ptr<cc::FairShare>>& shares,

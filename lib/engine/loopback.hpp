@@ -54,6 +54,12 @@ struct LoopbackConfig {
   // as a PMD that cannot steer by QPN) and the nodes hand frames off in
   // software: what the hand-off costs, against the steered pair.
   bool software_handoff = false;
+  // Planes, 1..transport::max_planes: a net_ring pair per plane, each host
+  // with a port on every one (EngineHostConfig::more_ports), and
+  // connections with that many planes (plane k on port index k, its own
+  // MACs and IPs 10.0.k.1 and 10.0.k.2). More than one needs one lcore and
+  // no fabric, tap or inline link.
+  std::uint16_t planes = 1;
   // Connections (QP pairs) between the two sides, perftest's -q, 1..16384
   // (hosts.max_connections must allow as many per host): pair i has QPNs
   // 0x101 + i (A) and 0x202 + i (B) with one lcore; with several,
@@ -114,6 +120,14 @@ class Loopback {
   // B's to A; check_steering), run before the connections exist.
   [[nodiscard]] const SteeringCheck& steering_a_to_b() const noexcept { return steering_ab_; }
   [[nodiscard]] const SteeringCheck& steering_b_to_a() const noexcept { return steering_ba_; }
+  // Plane k's port on side A and B (k < planes; 0: the pair above).
+  [[nodiscard]] std::uint16_t plane_port_a(std::uint16_t k) const noexcept {
+    return k == 0 ? port_a_->id() : plane_ports_a_[k - 1]->id();
+  }
+  [[nodiscard]] std::uint16_t plane_port_b(std::uint16_t k) const noexcept {
+    return k == 0 ? port_b_->id() : plane_ports_b_[k - 1]->id();
+  }
+  [[nodiscard]] std::uint16_t planes() const noexcept { return static_cast<std::uint16_t>(plane_ports_a_.size() + 1); }
   [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
   [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
@@ -130,6 +144,7 @@ class Loopback {
                                std::vector<std::unique_ptr<cc::FairShare>>& shares, ImpairedLink* out,
                                std::uint16_t lcore);
   std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
+  std::vector<std::unique_ptr<Port>> plane_ports_a_, plane_ports_b_;  // planes 1..
   // One per host, outliving the hosts' connections. A host's share is its
   // own (a share is written by its lcore only); with several lcores the
   // board sets each one's part of the port (its lcore applies it).

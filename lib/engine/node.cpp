@@ -19,6 +19,12 @@ std::unique_ptr<Node> Node::create(const NodeConfig& config, std::string& error)
                         config.management_lcore, config.lcores);
     return nullptr;
   }
+  if (config.lcores > 1 && !config.hosts.more_ports.empty()) {
+    error = fmt::format("node '{}': several lcores drive one port each; a port per plane (hosts.more_ports) "
+                        "needs one lcore",
+                        config.name);
+    return nullptr;
+  }
   std::unique_ptr<Node> node(new Node(config));
   node->slots_ = std::vector<LcoreSlot>(config.lcores);
   const int socket = rte_eth_dev_socket_id(config.port_id);

@@ -44,6 +44,11 @@ struct HostCounters {
   // order, before anything newer (not a drop; connections wait meanwhile).
   std::uint64_t tx_mempool_empty = 0;
   std::uint64_t tx_frame_too_large = 0;  // dropped: frame larger than an mbuf (raise mbuf_data_room)
+  // Dropped: the descriptor named a port index the host does not have (a
+  // connection's plane config names more ports than the host was given).
+  std::uint64_t tx_no_such_port = 0;
+  // Dropped: the port's link is down (the transport resends on the other planes).
+  std::uint64_t tx_dropped_link_down = 0;
 
   std::uint64_t polls = 0;
   std::uint64_t idle_polls = 0;      // turns with nothing received or sent
@@ -71,7 +76,7 @@ struct HostCounters {
   }
   [[nodiscard]] std::uint64_t dropped() const noexcept {
     return rx_unknown_qpn + rx_misdirected + rx_vlan_mismatch + rx_handoff_ring_full + rx_parse_errors_total() + rx_mempool_empty +
-           tx_frame_too_large + neighbour.rx_errors_total();
+           tx_frame_too_large + tx_no_such_port + tx_dropped_link_down + neighbour.rx_errors_total();
   }
 
   HostCounters& operator+=(const HostCounters& o) noexcept {
@@ -97,6 +102,8 @@ struct HostCounters {
     tx_ring_full += o.tx_ring_full;
     tx_mempool_empty += o.tx_mempool_empty;
     tx_frame_too_large += o.tx_frame_too_large;
+    tx_no_such_port += o.tx_no_such_port;
+    tx_dropped_link_down += o.tx_dropped_link_down;
     polls += o.polls;
     idle_polls += o.idle_polls;
     idle_sleeps += o.idle_sleeps;
@@ -147,6 +154,8 @@ struct HostCounters {
     f("tx_ring_full", self.tx_ring_full);
     f("tx_mempool_empty", self.tx_mempool_empty);
     f("tx_frame_too_large", self.tx_frame_too_large);
+    f("tx_no_such_port", self.tx_no_such_port);
+    f("tx_dropped_link_down", self.tx_dropped_link_down);
     f("polls", self.polls);
     f("idle_polls", self.idle_polls);
     f("idle_sleeps", self.idle_sleeps);

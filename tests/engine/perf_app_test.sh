@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
-echo "1..41"
+echo "1..45"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1
 status=$?
 check "loopback 64 KiB x 2000 --verify exits 0" "[ $status -eq 0 ]"
@@ -139,6 +139,25 @@ status=$?
 check "both ends on one lcore: the sender's own cycles (the receiver's turns left out) and the receiver's" \
   "[ $status -eq 0 ] && grep -q 'size 64: sender (receiver on the same lcore, its turns left out) busy' '$work/out' \
    && grep -q \"size 64: receiver (on the sender's lcore) busy\" '$work/out'"
+
+# Planes: a net_ring pair per plane, each connection over all of them.
+for planes in 2 4; do
+  "$perf" --loopback --planes $planes --paths 8 -s 65536 -n 2000 --verify --json "$work/planes.json" >"$work/out" 2>&1
+  status=$?
+  check "--planes $planes --verify: exit 0, every plane carries data, its port took its frames, nothing misrouted" \
+    "[ $status -eq 0 ] && jq -e '.ok and .results[0].iterations == 2000 and .results[0].wrong_messages == 0
+       and (.planes | length) == $planes and all(.planes[]; .data_packets > 0 and .sender_port_frames >= .data_packets)
+       and ([.planes[].sender_port_frames] | add) == .host_a.tx_frames
+       and .host_a.tx_no_such_port == 0 and .host_a.tx_dropped_link_down == 0' '$work/planes.json' >/dev/null"
+done
+"$perf" --loopback --planes 2 --lcores 2 -q 2 >"$work/out" 2>&1
+status=$?
+check "--planes 2 with --lcores exits 2 and says what to drop" \
+  "[ $status -eq 2 ] && grep -q -- '--planes 2 is for --loopback over a net_ring pair per plane: drop --lcores, or --planes' '$work/out'"
+"$perf" --loopback --planes 8 --paths 4 >"$work/out" 2>&1
+status=$?
+check "--planes 8 with --paths 4 exits 2 and asks for more paths" \
+  "[ $status -eq 2 ] && grep -q -- '--planes 8 with --paths 4: every plane needs a path: give --paths 8 or more' '$work/out'"
 
 "$perf" --cc nosuch >"$work/out" 2>&1
 status=$?

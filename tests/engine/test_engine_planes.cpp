@@ -1,0 +1,328 @@
+// Planes on the engine: two engine hosts, each with a port per plane,
+// joined by one net_ring pair per plane; connections with two planes move
+// WRITEs over both, and a plane whose link goes down (rte_eth_dev_set_link_down)
+// is noticed by the hosts' link poll, fails, and its frames go over the
+// other plane, without an error completion; back up, it carries data again.
+// Both hosts are polled alternately from the test's thread.
+#include <gtest/gtest.h>
+
+#include <rte_ethdev.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/engine_host.hpp"
+#include "engine/node.hpp"
+#include "engine/port.hpp"
+#include "transport/config.hpp"
+#include "transport/connection.hpp"
+
+namespace metaroce::engine {
+namespace {
+
+constexpr std::uint16_t planes = 2;
+constexpr std::size_t messages = 64, len = 64 * 1024;
+
+std::uint64_t opackets(std::uint16_t port_id) {
+  rte_eth_stats stats{};
+  EXPECT_EQ(rte_eth_stats_get(port_id, &stats), 0);
+  return stats.opackets;
+}
+
+// Host A (sender) and host B, plane k on ring pair k; one connection each.
+// `plane1_port`: the port index A's connection names for plane 1 (1: the
+// host's second port; anything else: a port the host lacks).
+struct EnginePlanesRig {
+  explicit EnginePlanesRig(std::uint16_t plane1_port = 1) {
+    static int instance = 0;
+    ++instance;
+    PortSetup ps;
+    ps.mbufs = 2048;
+    ps.rx_desc = 1024;
+    ps.tx_desc = 1024;
+    std::string error;
+    for (std::uint16_t k = 0; k < planes; ++k) {
+      std::unique_ptr<Port> a, b;
+      EXPECT_TRUE(Port::create_ring_pair(fmt::format("pl{}a{}", instance, k), fmt::format("pl{}b{}", instance, k),
+                                         ps, a, b, error))
+          << error;
+      EXPECT_TRUE(a->start(error)) << error;
+      EXPECT_TRUE(b->start(error)) << error;
+      ports_a.push_back(std::move(a));
+      ports_b.push_back(std::move(b));
+    }
+    EngineHostConfig ha;
+    ha.name = fmt::format("pl{}ha", instance);
+    ha.port_id = ports_a[0]->id();
+    ha.more_ports = {EnginePortQueue{ports_a[1]->id(), 0}};
+    ha.tx_mbufs = 8192;
+    EngineHostConfig hb = ha;
+    hb.name = fmt::format("pl{}hb", instance);
+    hb.port_id = ports_b[0]->id();
+    hb.more_ports = {EnginePortQueue{ports_b[1]->id(), 0}};
+    host_a = EngineHost::create(ha, error);
+    EXPECT_TRUE(host_a) << error;
+    host_b = EngineHost::create(hb, error);
+    EXPECT_TRUE(host_b) << error;
+
+    src.resize(messages * len);
+    dst.assign(messages * len, 0);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    lkey = host_a->memory().register_region(src.data(), src.size(), transport::access_local_write);
+    rkey = host_b->memory().register_region(dst.data(), dst.size(),
+                                            transport::access_local_write | transport::access_remote_write);
+
+    transport::ConnectionConfig ca;
+    ca.mtu = 4096;
+    ca.paths = 8;
+    ca.planes = planes;
+    ca.ack_every_packets = 4;
+    ca.ack_delay = 4'000;
+    ca.max_rto = 1'000'000;
+    for (std::uint16_t k = 0; k < planes; ++k) {
+      transport::PlaneAddresses& p = ca.plane[k];
+      p.port = k;
+      p.local_mac = {2, 0, 0, 0, static_cast<std::uint8_t>(k), 1};
+      p.peer_mac = {2, 0, 0, 0, static_cast<std::uint8_t>(k), 2};
+      p.local_ipv4 = 0x0a000001u + (static_cast<std::uint32_t>(k) << 8);
+      p.peer_ipv4 = 0x0a000002u + (static_cast<std::uint32_t>(k) << 8);
+    }
+    ca.endpoints.local_mac = ca.plane[0].local_mac;
+    ca.endpoints.peer_mac = ca.plane[0].peer_mac;
+    ca.endpoints.local_ipv4 = ca.plane[0].local_ipv4;
+    ca.endpoints.peer_ipv4 = ca.plane[0].peer_ipv4;
+    ca.local_qpn = 0x11;
+    ca.peer_qpn = 0x22;
+    transport::ConnectionConfig cb = ca;
+    for (auto& p : cb.plane) {
+      std::swap(p.local_mac, p.peer_mac);
+      std::swap(p.local_ipv4, p.peer_ipv4);
+    }
+    std::swap(cb.endpoints.local_mac, cb.endpoints.peer_mac);
+    std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
+    std::swap(cb.local_qpn, cb.peer_qpn);
+    cb.base_src_port = 50000;
+    ca.plane[1].port = plane1_port;
+    sender = host_a->add_connection(ca, nullptr, error);
+    EXPECT_NE(sender, nullptr) << error;
+    receiver = host_b->add_connection(cb, nullptr, error);
+    EXPECT_NE(receiver, nullptr) << error;
+    sender->connect();
+    receiver->connect();
+  }
+
+  ~EnginePlanesRig() {
+    for (auto& p : ports_a) p->drain_rx();
+    for (auto& p : ports_b) p->drain_rx();
+    host_a.reset();
+    host_b.reset();
+    for (auto& p : ports_a) p->drain_rx();
+    for (auto& p : ports_b) p->drain_rx();
+  }
+
+  void post(std::uint64_t first_id, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      transport::SendRequest r;
+      r.wr_id = first_id + i;
+      r.local_addr = src.data() + i * len;
+      r.length = len;
+      r.lkey = lkey;
+      r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + i * len);
+      r.rkey = rkey;
+      ASSERT_EQ(sender->post_send(r), transport::PostResult::ok);
+    }
+  }
+  void turn() {
+    host_a->poll_once();
+    host_b->poll_once();
+  }
+  // Turns until `done()` or `limit` of wall time passes.
+  template <class F>
+  bool run_until(F&& done, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      turn();
+      if (done()) return true;
+    }
+    return false;
+  }
+  bool complete(std::size_t n) {
+    return run_until([&] { sender->poll_completions(completions); return completions.size() >= n; },
+                     std::chrono::seconds(20));
+  }
+  void expect_each_completed_once(std::uint64_t first, std::size_t n) {
+    ASSERT_EQ(completions.size(), n);
+    std::vector<int> seen(n, 0);
+    for (const auto& c : completions) {
+      EXPECT_EQ(c.status, transport::CompletionStatus::success);
+      ASSERT_GE(c.wr_id, first);
+      ASSERT_LT(c.wr_id - first, n);
+      ++seen[c.wr_id - first];
+    }
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "message " << first + i;
+    completions.clear();
+  }
+  // Every frame A's host counts as sent left through one of its ports.
+  void expect_tx_frames_are_the_ports_opackets() {
+    EXPECT_EQ(host_a->counters().tx_frames, opackets(ports_a[0]->id()) + opackets(ports_a[1]->id()));
+    EXPECT_EQ(host_b->counters().tx_frames, opackets(ports_b[0]->id()) + opackets(ports_b[1]->id()));
+  }
+
+  std::vector<std::unique_ptr<Port>> ports_a, ports_b;
+  std::unique_ptr<EngineHost> host_a, host_b;
+  std::vector<std::uint8_t> src, dst;
+  std::uint32_t lkey = 0, rkey = 0;
+  transport::Connection* sender = nullptr;
+  transport::Connection* receiver = nullptr;
+  std::vector<transport::Completion> completions;
+};
+
+TEST(EnginePlanes, WritesSprayOverEveryPortAndPlaceExactBytes) {
+  EnginePlanesRig rig;
+  ASSERT_EQ(rig.host_a->ports(), 2);
+  rig.post(1, messages);
+  ASSERT_TRUE(rig.complete(messages));
+  rig.expect_each_completed_once(1, messages);
+  EXPECT_EQ(rig.dst, rig.src);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, messages * len);
+  for (std::uint16_t k = 0; k < planes; ++k) {
+    EXPECT_GT(rig.sender->plane_info(k).data_packets, 0u) << "plane " << k;
+    EXPECT_GT(opackets(rig.ports_a[k]->id()), 0u) << "port " << k;
+  }
+  EXPECT_GT(opackets(rig.ports_b[0]->id()) + opackets(rig.ports_b[1]->id()), 0u);  // acknowledgements
+  rig.expect_tx_frames_are_the_ports_opackets();
+  EXPECT_EQ(rig.sender->counters().planes_failed, 0u);
+  EXPECT_EQ(rig.host_a->counters().link_changes, 0u);
+  EXPECT_EQ(rig.host_a->counters().tx_no_such_port, 0u);
+  EXPECT_EQ(rig.host_a->counters().tx_dropped_link_down, 0u);
+}
+
+TEST(EnginePlanes, LinkDownMidTransferFailsThePlaneAndItComesBackWhenUp) {
+  EnginePlanesRig rig;
+  rig.post(1, messages);
+  ASSERT_TRUE(rig.run_until([&] { return rig.receiver->counters().data_bytes_placed >= 512 * 1024; },
+                            std::chrono::seconds(10)));
+  ASSERT_LT(rig.receiver->counters().data_bytes_placed, messages * len) << "the transfer ended too early";
+  // The cable of plane 1 is pulled: both ends see their link down.
+  const auto cut = std::chrono::steady_clock::now();
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_b[1]->id()), 0);
+  ASSERT_TRUE(rig.run_until([&] { return rig.host_a->counters().link_changes == 1 && rig.host_b->counters().link_changes == 1; },
+                            std::chrono::milliseconds(100)))
+      << "link down not noticed within 100 ms";
+  const auto noticed = std::chrono::steady_clock::now() - cut;
+  EXPECT_LT(noticed, std::chrono::milliseconds(50));
+  EXPECT_FALSE(rig.host_a->port_link_up(1));
+  EXPECT_TRUE(rig.host_a->port_link_up(0));
+  EXPECT_EQ(rig.sender->counters().planes_failed, 1u);
+  EXPECT_EQ(rig.receiver->counters().planes_failed, 1u);
+  EXPECT_TRUE(rig.sender->plane_info(1).link_down);
+  const std::uint64_t port1_out = opackets(rig.ports_a[1]->id());
+  const std::uint64_t plane1_down = rig.sender->plane_info(1).data_packets;
+
+  ASSERT_TRUE(rig.complete(messages));
+  rig.expect_each_completed_once(1, messages);
+  EXPECT_EQ(rig.dst, rig.src);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, messages * len);
+  EXPECT_EQ(opackets(rig.ports_a[1]->id()), port1_out) << "frames left through a port whose link is down";
+  EXPECT_EQ(rig.sender->plane_info(1).data_packets, plane1_down) << "data sent on a plane whose link is down";
+  rig.expect_tx_frames_are_the_ports_opackets();
+  EXPECT_EQ(rig.host_a->counters().tx_no_such_port, 0u);
+  EXPECT_EQ(rig.sender->counters().planes_recovered, 0u);
+  const std::uint64_t dropped_down = rig.host_a->counters().tx_dropped_link_down;
+  std::printf("plane 1 down after %.1f ms: %llu packets moved to plane 0, %llu frames dropped at the down port\n",
+              std::chrono::duration<double, std::milli>(noticed).count(),
+              static_cast<unsigned long long>(rig.sender->counters().packets_moved_to_other_planes),
+              static_cast<unsigned long long>(dropped_down));
+
+  // Plugged back in: noticed, probes answered, the plane carries data again.
+  const std::uint64_t plane1 = rig.sender->plane_info(1).data_packets;
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_b[1]->id()), 0);
+  ASSERT_TRUE(rig.run_until([&] { return rig.sender->counters().planes_recovered == 1; }, std::chrono::seconds(2)))
+      << "plane 1 not back in use";
+  EXPECT_EQ(rig.host_a->counters().link_changes, 2u);
+  EXPECT_TRUE(rig.host_a->port_link_up(1));
+  // Until the poll saw the link back, the plane's probes were dropped at the port; no more since.
+  EXPECT_GE(rig.host_a->counters().tx_dropped_link_down, dropped_down);
+  const std::uint64_t dropped_up = rig.host_a->counters().tx_dropped_link_down;
+  rig.post(100, 8);
+  ASSERT_TRUE(rig.complete(8));
+  rig.expect_each_completed_once(100, 8);
+  EXPECT_GT(rig.sender->plane_info(1).data_packets, plane1);
+  EXPECT_GT(opackets(rig.ports_a[1]->id()), port1_out);
+  EXPECT_EQ(rig.host_a->counters().tx_dropped_link_down, dropped_up);
+  EXPECT_EQ(rig.receiver->counters().planes_failed, 1u);
+  rig.expect_tx_frames_are_the_ports_opackets();
+}
+
+// The link goes down right after A's turn, and A reads it before B has
+// acknowledged anything of that turn (poll_links, as the 10 ms poll does):
+// exactly the packets in flight on plane 1's paths are resent on plane 0,
+// and each WRITE still completes once (B takes the copies still in the
+// ring as duplicates).
+TEST(EnginePlanes, LinkDownMovesExactlyThePlanesPacketsInFlight) {
+  EnginePlanesRig rig;
+  rig.post(1, messages);
+  ASSERT_TRUE(rig.run_until([&] { return rig.receiver->counters().data_bytes_placed >= 512 * 1024; },
+                            std::chrono::seconds(10)));
+  std::uint64_t in_flight_1 = 0;
+  for (int tries = 0; tries < 1000 && in_flight_1 == 0; ++tries) {
+    rig.turn();
+    rig.host_a->poll_once();
+    in_flight_1 = 0;
+    for (std::uint16_t p = 1; p < 8; p += 2) in_flight_1 += rig.sender->path_info(p).in_flight;
+  }
+  ASSERT_GT(in_flight_1, 0u) << "nothing in flight on plane 1";
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_down(rig.ports_b[1]->id()), 0);
+  rig.host_a->poll_links(rig.host_a->now_ns());
+  EXPECT_EQ(rig.host_a->counters().link_changes, 1u);
+  EXPECT_EQ(rig.sender->counters().planes_failed, 1u);
+  EXPECT_EQ(rig.sender->counters().packets_moved_to_other_planes, in_flight_1);
+  rig.host_b->poll_links(rig.host_b->now_ns());
+  EXPECT_EQ(rig.receiver->counters().planes_failed, 1u);
+  ASSERT_TRUE(rig.complete(messages));
+  rig.expect_each_completed_once(1, messages);
+  EXPECT_EQ(rig.dst, rig.src);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, messages * len);
+  EXPECT_EQ(rig.host_b->counters().link_changes, 1u);
+  rig.expect_tx_frames_are_the_ports_opackets();
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_a[1]->id()), 0);
+  ASSERT_EQ(rte_eth_dev_set_link_up(rig.ports_b[1]->id()), 0);
+}
+
+// A connection whose plane 1 names port index 5 on a host of two ports:
+// those frames are dropped and counted, plane 1's paths fail, and
+// everything completes over plane 0.
+TEST(EnginePlanes, PortIndexTheHostLacksIsDroppedAndCounted) {
+  EnginePlanesRig rig(5);
+  rig.post(1, 8);
+  ASSERT_TRUE(rig.complete(8));
+  rig.expect_each_completed_once(1, 8);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, 8 * len);
+  EXPECT_GT(rig.host_a->counters().tx_no_such_port, 0u);
+  EXPECT_EQ(rig.host_b->counters().tx_no_such_port, 0u);
+  EXPECT_EQ(opackets(rig.ports_a[1]->id()), 0u);
+  rig.expect_tx_frames_are_the_ports_opackets();
+}
+
+// A node's lcores each drive a queue of one port: ports per plane are for
+// a node of one lcore, and a node of several says so.
+TEST(EnginePlanes, NodeOfSeveralLcoresRefusesPortsPerPlane) {
+  NodeConfig nc;
+  nc.name = "planes2";
+  nc.lcores = 2;
+  nc.hosts.more_ports = {EnginePortQueue{1, 0}};
+  std::string error;
+  EXPECT_EQ(Node::create(nc, error), nullptr);
+  EXPECT_EQ(error, "node 'planes2': several lcores drive one port each; a port per plane (hosts.more_ports) needs one lcore");
+}
+
+}  // namespace
+}  // namespace metaroce::engine
