@@ -46,11 +46,12 @@ def same(name, documented, actual):
     checks.append((name, not why and bool(actual), "; ".join(why) or ("the tree has none" if not actual else "")))
 
 
-# Benchmarks: build/tests/bench/**/metaroce-bench-NAME, from the meson files.
+# Benchmarks: build/tests/bench/**/metaroce-bench-NAME, from the meson files
+# (an executable, or a script put there by configure_file).
 benches = []
 for dirpath, _, names in os.walk(os.path.join(root, "tests/bench")):
     if "meson.build" in names:
-        benches += re.findall(r"executable\('metaroce-bench-([a-z0-9-]+)'",
+        benches += re.findall(r"(?:executable\(|output: )'metaroce-bench-([a-z0-9-]+)'",
                               open(os.path.join(dirpath, "meson.build")).read())
 for doc in ("README.md", "doc/BENCHMARKS.md"):
     m = re.search(r"`tools/bench` alone lists the names: (.*?)(?:\.|\|)\s", read(doc), re.DOTALL)

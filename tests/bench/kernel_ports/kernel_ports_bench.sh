@@ -57,7 +57,7 @@ if command -v iperf3 >/dev/null; then
   pids+=($!)
   sleep 0.5
   if ip netns exec "$a" iperf3 -c 10.81.0.2 -p 5299 -t "$seconds" -J >"$work/iperf3.json" 2>&1; then
-    tcp=$(jq '.end.sum_received.bits_per_second / 1e9' "$work/iperf3.json")
+    tcp=$(jq '.end.sum_received.bits_per_second / 1e7 | round / 100' "$work/iperf3.json")
   else
     echo "  iperf3 failed: $(head -c 300 "$work/iperf3.json")"
   fi
@@ -87,9 +87,9 @@ metaroce() {
   kill -9 "$server" 2>/dev/null
   local g=null
   if [ $status -eq 0 ] && jq -e '.ok == true' "$work/$label.json" >/dev/null 2>&1; then
-    g=$(jq '.results[0].bw_average_gbps' "$work/$label.json")
+    g=$(jq '.results[0].bw_average_gbps * 100 | round / 100' "$work/$label.json")
     local cycles
-    cycles=$(jq '.results[0].sender_cycles_per_packet // "?"' "$work/$label.json")
+    cycles=$(jq '.results[0].sender_cycles_per_packet // 0 | round' "$work/$label.json")
     echo "  $label: $g Gb/s, every byte verified; sender lcore $cycles TSC cycles per data packet"
   else
     echo "  $label failed (exit $status):"
