@@ -7,6 +7,8 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -289,6 +291,28 @@ TEST(Planes, APlaneWhosePathsAllFailIsFailedAndComesBackWhenItHeals) {
   EXPECT_EQ(net.data_frames_after_mark[1], 16u);
 }
 
+// The two ends of the simulator tests' connection: `planes` planes of 4
+// KiB packets, plane k on port k, A's end first.
+std::pair<transport::ConnectionConfig, transport::ConnectionConfig> sim_plane_ends(std::uint16_t planes) {
+  transport::ConnectionConfig ca = planes_config(planes, 8);
+  ca.mtu = 4096;
+  ca.max_rto = 1'000'000;
+  ca.endpoints.local_mac = ca.plane[0].local_mac;
+  ca.endpoints.peer_mac = ca.plane[0].peer_mac;
+  ca.endpoints.local_ipv4 = ca.plane[0].local_ipv4;
+  ca.endpoints.peer_ipv4 = ca.plane[0].peer_ipv4;
+  for (std::uint16_t k = 0; k < planes; ++k) ca.plane[k].port = k;
+  ca.local_qpn = 0x11;
+  ca.peer_qpn = 0x22;
+  transport::ConnectionConfig cb = ca;
+  swap_plane_addresses(cb);
+  std::swap(cb.endpoints.local_mac, cb.endpoints.peer_mac);
+  std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
+  std::swap(cb.local_qpn, cb.peer_qpn);
+  cb.base_src_port = 50000;
+  return {ca, cb};
+}
+
 // Two MultiportSimEndpoints joined by sim::multiplane, one connection
 // each way round (A sends), 100 Gb/s ports, 5 us per plane one way.
 struct SimPlanes {
@@ -300,22 +324,8 @@ struct SimPlanes {
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 7 + 3);
     lkey = a.memory().register_region(src.data(), src.size(), transport::access_local_write);
     rkey = b.memory().register_region(dst.data(), dst.size(), transport::access_local_write | transport::access_remote_write);
-    ca = planes_config(planes, 8);
-    ca.mtu = 4096;
-    ca.max_rto = 1'000'000;
-    ca.endpoints.local_mac = ca.plane[0].local_mac;
-    ca.endpoints.peer_mac = ca.plane[0].peer_mac;
-    ca.endpoints.local_ipv4 = ca.plane[0].local_ipv4;
-    ca.endpoints.peer_ipv4 = ca.plane[0].peer_ipv4;
-    for (std::uint16_t k = 0; k < planes; ++k) ca.plane[k].port = k;
-    ca.local_qpn = 0x11;
-    ca.peer_qpn = 0x22;
-    transport::ConnectionConfig cb = ca;
-    swap_plane_addresses(cb);
-    std::swap(cb.endpoints.local_mac, cb.endpoints.peer_mac);
-    std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
-    std::swap(cb.local_qpn, cb.peer_qpn);
-    cb.base_src_port = 50000;
+    transport::ConnectionConfig cb;
+    std::tie(ca, cb) = sim_plane_ends(planes);
     sender = &a.add(ca);
     receiver = &b.add(cb);
     sender->connect();
@@ -413,22 +423,7 @@ TEST(Planes, SimulatedPlaneOutageCompletesEverythingOnceAndThePlaneComesBack) {
   const std::uint32_t lkey = a.memory().register_region(src.data(), src.size(), transport::access_local_write);
   const std::uint32_t rkey = b.memory().register_region(dst.data(), dst.size(),
                                                        transport::access_local_write | transport::access_remote_write);
-  transport::ConnectionConfig ca = planes_config(planes, 8);
-  ca.mtu = 4096;
-  ca.max_rto = 1'000'000;
-  ca.endpoints.local_mac = ca.plane[0].local_mac;
-  ca.endpoints.peer_mac = ca.plane[0].peer_mac;
-  ca.endpoints.local_ipv4 = ca.plane[0].local_ipv4;
-  ca.endpoints.peer_ipv4 = ca.plane[0].peer_ipv4;
-  for (std::uint16_t k = 0; k < planes; ++k) ca.plane[k].port = k;
-  ca.local_qpn = 0x11;
-  ca.peer_qpn = 0x22;
-  transport::ConnectionConfig cb = ca;
-  swap_plane_addresses(cb);
-  std::swap(cb.endpoints.local_mac, cb.endpoints.peer_mac);
-  std::swap(cb.endpoints.local_ipv4, cb.endpoints.peer_ipv4);
-  std::swap(cb.local_qpn, cb.peer_qpn);
-  cb.base_src_port = 50000;
+  const auto [ca, cb] = sim_plane_ends(planes);
   transport::Connection& sender = a.add(ca);
   transport::Connection& receiver = b.add(cb);
   sender.connect();
