@@ -37,7 +37,7 @@ std::string validate(const FabricConfig& c) {
     return "ecn-red max (" + std::to_string(c.ecn.max_bytes) + ") is below min (" +
            std::to_string(c.ecn.min_bytes) + ")";
   for (const Blackhole& b : c.blackholes) {
-    if (b.path >= c.paths)
+    if (b.path != Blackhole::every_path && b.path >= c.paths)
       return "blackhole path " + std::to_string(b.path) + " does not exist: paths are 0.." +
              std::to_string(c.paths - 1) + " (set paths first)";
   }

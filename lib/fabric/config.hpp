@@ -38,14 +38,16 @@ struct EcnMarking {
   bool operator==(const EcnMarking&) const = default;
 };
 
-// Frames of `path` that arrive in [start_ns, start_ns + duration_ns) vanish.
+// Frames of `path` (of every path: every_path) that arrive in
+// [start_ns, start_ns + duration_ns) vanish.
 struct Blackhole {
+  static constexpr std::uint32_t every_path = 0xffffffff;
   std::uint32_t path = 0;
   std::uint64_t start_ns = 0;
   std::uint64_t duration_ns = forever;
 
   [[nodiscard]] bool covers(std::uint32_t frame_path, std::uint64_t now) const noexcept {
-    return frame_path == path && now >= start_ns &&
+    return (path == every_path || frame_path == path) && now >= start_ns &&
            (duration_ns == forever || now - start_ns < duration_ns);
   }
   bool operator==(const Blackhole&) const = default;

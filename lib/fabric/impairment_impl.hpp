@@ -58,7 +58,7 @@ void BasicImpairment<Ops>::set_rate(std::uint64_t rate_bps) noexcept {
 
 template <FrameOps Ops>
 void BasicImpairment<Ops>::add_blackhole(const Blackhole& blackhole) {
-  if (blackhole.path >= config_.paths)
+  if (blackhole.path != Blackhole::every_path && blackhole.path >= config_.paths)
     throw std::invalid_argument("fabric blackhole: path " + std::to_string(blackhole.path) +
                                 " does not exist (paths " + std::to_string(config_.paths) + ")");
   config_.blackholes.push_back(blackhole);

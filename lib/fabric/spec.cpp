@@ -253,8 +253,14 @@ class SpecParser {
       }
     } else if (word == "blackhole") {
       Blackhole hole;
-      if (peek_is("path")) ++at_;  // also spelled: blackhole path K at T for D
-      hole.path = static_cast<std::uint32_t>(integer("a path index (0-based), then 'at TIME [for TIME]'"));
+      // blackhole K at T for D, also spelled blackhole path K ...; without
+      // K (blackhole at T for D) every path.
+      if (peek_is("at")) {
+        hole.path = Blackhole::every_path;
+      } else {
+        if (peek_is("path")) ++at_;
+        hole.path = static_cast<std::uint32_t>(integer("a path index (0-based), then 'at TIME [for TIME]'"));
+      }
       if (!peek_is("at")) fail("'at TIME' (such as: blackhole 3 at 5ms for 2ms)");
       ++at_;
       hole.start_ns = time();
@@ -369,7 +375,8 @@ std::string to_spec(const FabricConfig& c) {
   if (c.reorder != 0 || c.reorder_gap_ns != defaults.reorder_gap_ns)
     add("reorder " + format_percent(c.reorder) + " gap " + format_time(c.reorder_gap_ns));
   for (const Blackhole& b : c.blackholes) {
-    std::string item = "blackhole " + std::to_string(b.path) + " at " + format_time(b.start_ns);
+    std::string item = (b.path == Blackhole::every_path ? std::string("blackhole") : "blackhole " + std::to_string(b.path)) +
+                       " at " + format_time(b.start_ns);
     if (b.duration_ns != forever) item += " for " + format_time(b.duration_ns);
     add(item);
   }

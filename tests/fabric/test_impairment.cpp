@@ -238,6 +238,19 @@ TEST(Impairment, BlackholeDropsExactlyItsPathInItsWindow) {
   forever_hole.submit(1'000'000'000, make_frame(port_on_path(0, 2), 3));
   EXPECT_EQ(forever_hole.counters().dropped_blackhole, 2u);
   EXPECT_THROW(forever_hole.add_blackhole({2, 0, 1}), std::invalid_argument);
+
+  // Every path (no path in the spec): all of them in its window, none outside.
+  Impairment every(spec("paths 4 blackhole at 1ms for 500us"));
+  out.clear();
+  for (std::uint32_t i = 0; i < 3000; ++i) submit_at(every, 1000ull * i, make_frame(port_on_path(i % 4, 4), i), out);
+  EXPECT_EQ(every.counters().dropped_blackhole, 500u);
+  auto every_rest = drain(every);
+  EXPECT_EQ(out.size() + every_rest.size(), 2500u);
+  for (std::vector<ReleasedFrame>* frames : {&out, &every_rest})
+    for (const ReleasedFrame& f : *frames) {
+      const std::uint32_t i = psn_of(f.bytes);
+      EXPECT_TRUE(i < 1000 || i >= 1500) << "frame " << i << " went through the blackhole";
+    }
 }
 
 TEST(Impairment, CorruptedFramesAreExactlyTheOnesTheReceiverRejects) {

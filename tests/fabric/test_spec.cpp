@@ -117,6 +117,11 @@ TEST(FabricSpec, TheIssueVocabulary) {
   EXPECT_EQ(c.blackholes[0], (Blackhole{3, 5'000'000, 2'000'000}));
   EXPECT_EQ(parse_ok("loss gemodel 1% 10% 70% 0.1%").gemodel, (GilbertElliott{0.01, 0.1, 0.7, 0.001}));
   EXPECT_EQ(parse_ok("paths 2 blackhole path 1 at 0s"), parse_ok("paths 2 blackhole 1 at 0s"));
+  // Without a path: every path, whatever paths says.
+  ASSERT_EQ(parse_ok("blackhole at 500ms for 1s paths 4").blackholes.size(), 1u);
+  EXPECT_EQ(parse_ok("blackhole at 500ms for 1s paths 4").blackholes[0],
+            (Blackhole{Blackhole::every_path, 500'000'000, 1'000'000'000}));
+  EXPECT_EQ(to_spec(parse_ok("blackhole at 500ms for 1s")), "paths 1 delay 0ns blackhole at 500ms for 1s");
   EXPECT_THAT(parse_error("blackhole path x at 1ms"), HasSubstr("'x' (token 3) after 'blackhole'"));
 }
 
@@ -152,7 +157,8 @@ TEST(FabricSpec, CanonicalSpecRoundTrips) {
        {"", "loss 1% delay 10us jitter 2us rate 25gbit paths 8 spread 20us duplicate 0.5% corrupt 0.1% "
             "limit 1000000 ecn 100000 reorder 0.1% gemodel 1% 10% 70% 0.1% blackhole 3 at 5ms for 2ms",
         "paths 3 delays 1us,2us,5us queue per-path overhead 24 ecn-red 1000 5000 20% seed 9",
-        "loss 0.333% rate 123456789bit delay 1234567ns reorder 0% gap 1ms blackhole 0 at 1s"}) {
+        "loss 0.333% rate 123456789bit delay 1234567ns reorder 0% gap 1ms blackhole 0 at 1s",
+        "paths 4 blackhole at 2ms for 3ms blackhole 1 at 0s"}) {
     const FabricConfig config = parse_ok(spec);
     const std::string canonical = to_spec(config);
     EXPECT_EQ(parse_ok(canonical), config) << spec << " -> " << canonical;
