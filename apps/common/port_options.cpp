@@ -1,5 +1,6 @@
 #include "common/port_options.hpp"
 
+#include "common/plane_ports.hpp"
 #include "common/preset_iface.hpp"
 
 #include <fmt/format.h>
@@ -9,16 +10,21 @@ namespace po = boost::program_options;
 namespace metaroce::apps {
 
 void add_port_options(po::options_description& d) {
+  using many = std::vector<std::string>;
   d.add_options()
-      ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
-      ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
-      ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by the EAL "
-                                         "arguments after `--` (e.g. --port net_memif0 -- --vdev "
-                                         "net_memif0,role=client,socket=/tmp/a.sock); what they leave out gets a "
-                                         "preset's defaults: -l 0, --no-pci, --no-huge -m 512 --no-shconf "
-                                         "(--in-memory -m 512 when hugepages are free)")
-      ("local-ip", po::value<std::string>(), "this end's address, IPv4 (A.B.C.D) or IPv6 (fd00::2): the port "
-                                             "answers ARP or neighbour solicitations for it")
+      ("preset", po::value<many>()->composing(), "drivers-config FILE for the port and EAL (drivers-config/*.ini); "
+                                                 "repeated: one per plane, plane 0's first")
+      ("iface", po::value<many>()->composing(), "the Linux interface of a net_af_packet or net_tap preset (its "
+                                                "iface=); one per --preset when repeated")
+      ("port", po::value<many>()->composing(), "instead of --preset: the EAL device NAME to use, created by the EAL "
+                                               "arguments after `--` (e.g. --port net_memif0 -- --vdev "
+                                               "net_memif0,role=client,socket=/tmp/a.sock); what they leave out gets "
+                                               "a preset's defaults: -l 0, --no-pci, --no-huge -m 512 --no-shconf "
+                                               "(--in-memory -m 512 when hugepages are free); repeated: one per "
+                                               "plane, plane 0's first")
+      ("local-ip", po::value<many>()->composing(), "this end's address, IPv4 (A.B.C.D) or IPv6 (fd00::2): the port "
+                                                   "answers ARP or neighbour solicitations for it; with several "
+                                                   "planes once (all of them) or once per plane")
       ("mbufs", po::value<std::uint32_t>(), "--port: receive and transmit mbufs each, 1024..1048576 (default "
                                             "16384; a preset has its own mbufs=)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
@@ -28,10 +34,9 @@ void add_port_options(po::options_description& d) {
 
 bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, metaroce::EndpointConfig& out,
                        std::string& message) {
-  if (vm.count("preset")) out.preset = vm["preset"].as<std::string>();
-  if (vm.count("iface")) out.iface = vm["iface"].as<std::string>();
-  if (vm.count("port")) out.port = vm["port"].as<std::string>();
-  if (vm.count("local-ip")) out.local_ip = vm["local-ip"].as<std::string>();
+  std::vector<PlanePortOptions> more;
+  if (!read_plane_ports(vm, out.preset, out.iface, out.port, out.local_ip, more, message)) return false;
+  for (PlanePortOptions& m : more) out.more_planes.push_back({m.preset, m.iface, m.port, m.local_ip});
   if (!read_in_range<std::uint32_t>(vm, "idle-sleep-us", 0, 1'000'000, out.idle_sleep_us, message) ||
       !read_in_range<std::uint32_t>(vm, "mbufs", 1024, 1u << 20, out.mbufs, message))
     return false;

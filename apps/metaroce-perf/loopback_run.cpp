@@ -584,6 +584,13 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     config.forward = fabric::parse_fabric_spec(o.fabric_spec).config;
     config.backward = config.forward;
   }
+  for (const auto& [plane, spec] : o.fabric_plane_specs) {
+    engine::LoopbackConfig::PlaneFabric pf;
+    pf.plane = plane;
+    pf.forward = fabric::parse_fabric_spec(spec).config;
+    pf.backward = pf.forward;
+    config.plane_fabrics.push_back(std::move(pf));
+  }
   config.tap = tap;
   config.qps = o.qps;
   config.lcores = o.lcores;
@@ -786,18 +793,27 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   for (std::uint16_t p = 0; p < lb.planes(); ++p) {
     PlaneResult& pr = run.planes[p];
     pr.plane = p;
+    pr.state = "active";
     for (std::uint16_t k = 0; k < lanes; ++k)
       for (auto* c : senders[k]->senders) {
         const transport::PlaneInfo info = c->plane_info(p);
         pr.data_packets += info.data_packets;
         pr.retransmits += info.retransmits;
         pr.failures += info.failures;
+        if (info.state == transport::PlaneState::failed) pr.state = "failed";
       }
     rte_eth_stats stats{};
     if (rte_eth_stats_get(lb.plane_port_a(p), &stats) == 0) pr.sender_port_frames += stats.opackets;
+    // Every plane's links add up into the run's fabric counters too.
+    if (const engine::ImpairedLink* f = lb.forward_link(p)) {
+      pr.fabric_dropped += f->fabric_counters().dropped();
+      add(run.forward, f->fabric_counters());
+    }
+    if (const engine::ImpairedLink* b = lb.backward_link(p)) {
+      pr.fabric_dropped += b->fabric_counters().dropped();
+      add(run.backward, b->fabric_counters());
+    }
   }
-  if (lb.forward_link() != nullptr) add(run.forward, lb.forward_link()->fabric_counters());
-  if (lb.backward_link() != nullptr) add(run.backward, lb.backward_link()->fabric_counters());
   run.sizes.push_back(std::move(result));
   telemetry.clear();  // they read the hosts: unregister before the hosts go
   loopback.reset();   // before the regions it may still point into

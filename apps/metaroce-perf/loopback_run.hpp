@@ -110,6 +110,10 @@ struct PlaneResult {
   std::uint64_t retransmits = 0;
   std::uint64_t failures = 0;      // times the plane was declared failed
   std::uint64_t sender_port_frames = 0;  // the sender host's port for this plane (rte_eth_stats.opackets)
+  std::uint64_t fabric_dropped = 0;      // frames its inline fabric dropped, both ways (--fabric, --fabric-plane)
+  // At the end of the last size: "failed" when a sender connection still
+  // has the plane failed, else "active".
+  const char* state = "active";
 };
 
 struct RunResult {

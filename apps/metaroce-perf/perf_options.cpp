@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/byte_size.hpp"
+#include "common/plane_ports.hpp"
 #include "common/preset_iface.hpp"
 #include "common/receive_capacity.hpp"
 #include "fabric/spec.hpp"
@@ -28,14 +29,18 @@ po::options_description describe() {
                  "verifies what arrives (with --verify on the client), exits after the client's last size")
       ("client", po::value<std::string>(), "the sending end: connect to the server at ADDR (IPv4 or IPv6) over a "
                                            "real port")
-      ("preset", po::value<std::string>(), "drivers-config FILE for the port and EAL (drivers-config/*.ini)")
-      ("iface", po::value<std::string>(), "the Linux interface of a net_af_packet or net_tap preset (its iface=)")
-      ("port", po::value<std::string>(), "instead of --preset: the EAL device NAME to use, created by EAL "
-                                         "arguments after `--` (e.g. --vdev net_af_packet0,iface=veth0); what "
-                                         "they leave out gets a preset's defaults: -l 0, --no-pci, --no-huge -m 512 "
-                                         "--no-shconf (--in-memory -m 512 when hugepages are free)")
-      ("local-ip", po::value<std::string>(), "this end's address, IPv4 (A.B.C.D) or IPv6 (--server, --client): "
-                                             "the port answers ARP or neighbour solicitations for it")
+      ("preset", po::value<std::vector<std::string>>()->composing(),
+       "drivers-config FILE for the port and EAL (drivers-config/*.ini); repeated: one per plane, plane 0's first "
+       "(a connection spreads over every plane both ends have)")
+      ("iface", po::value<std::vector<std::string>>()->composing(),
+       "the Linux interface of a net_af_packet or net_tap preset (its iface=); one per --preset when repeated")
+      ("port", po::value<std::vector<std::string>>()->composing(),
+       "instead of --preset: the EAL device NAME to use, created by EAL arguments after `--` (e.g. --vdev "
+       "net_af_packet0,iface=veth0); what they leave out gets a preset's defaults: -l 0, --no-pci, --no-huge -m "
+       "512 --no-shconf (--in-memory -m 512 when hugepages are free); repeated: one per plane, plane 0's first")
+      ("local-ip", po::value<std::vector<std::string>>()->composing(),
+       "this end's address, IPv4 (A.B.C.D) or IPv6 (--server, --client): the port answers ARP or neighbour "
+       "solicitations for it; with several planes once (all of them) or once per plane")
       ("gateway", po::value<std::string>(), "--client: the router towards the server when the server is not on "
                                             "this link (its MAC is asked for instead of the server's)")
       ("peer-mac", po::value<std::string>(), "--client: MAC of the next hop towards the server (the server "
@@ -80,7 +85,10 @@ po::options_description describe() {
       ("report-gbits", "bandwidth in Gb/s (default MB/s, 1 MB = 2^20 bytes)")
       ("json", po::value<std::string>(), "write the results and counters as JSON to FILE")
       ("fabric", po::value<std::string>(), "an inline fabric in each direction, e.g. \"loss 1% delay 10us\" "
-                                           "(grammar: doc/FABRIC.md)")
+                                           "(grammar: doc/FABRIC.md); with --planes, on every plane")
+      ("fabric-plane", po::value<std::vector<std::string>>()->multitoken()->composing(),
+       "K SPEC: --loopback --planes: plane K (0-based) gets inline fabric SPEC each way instead of --fabric's, "
+       "e.g. --fabric-plane 1 \"blackhole at 500ms for 1s\" (times from the start of each size); repeatable")
       ("capture", po::value<std::string>(), "write every frame, both ways, to FILE.pcap")
       ("zero-copy-threshold", po::value<std::uint32_t>(),
        "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
@@ -91,7 +99,7 @@ po::options_description describe() {
                                               "--capture or --raw)")
       ("planes", po::value<std::uint16_t>(), "--loopback: planes, 1..8 (default 1): a net_ring pair per plane, each "
                                               "host with a port on every one, connections spread over all "
-                                              "(--paths at least N; not with --lcores, --fabric, --capture or --raw)")
+                                              "(--paths at least N; not with --lcores or --raw)")
       ("software-handoff", "--loopback --lcores N: the pair delivers every frame to queue 0, as a PMD that cannot "
                            "steer by QPN, and lcore 0 hands each other lcore's frames to it (rx_handed_off)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a poll turn found nothing (default 0: busy poll)")
@@ -253,6 +261,30 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       return ParseOutcome::error;
     }
   }
+  if (vm.count("fabric-plane")) {
+    const auto& words = vm["fabric-plane"].as<std::vector<std::string>>();
+    if (words.size() % 2 != 0) {
+      message = "--fabric-plane takes a plane and a spec: give --fabric-plane K SPEC (the spec quoted), e.g. "
+                "--fabric-plane 1 \"blackhole at 500ms for 1s\"";
+      return ParseOutcome::error;
+    }
+    for (std::size_t i = 0; i < words.size(); i += 2) {
+      std::uint16_t plane = 0;
+      const std::string& k = words[i];
+      if (k.empty() || k.size() > 1 || k[0] < '0' || k[0] > '7') {
+        message = fmt::format("--fabric-plane '{}' is not a plane: give K SPEC with K 0..7 (below --planes), the "
+                              "spec quoted", k);
+        return ParseOutcome::error;
+      }
+      plane = static_cast<std::uint16_t>(k[0] - '0');
+      const auto spec = fabric::parse_fabric_spec(words[i + 1]);
+      if (!spec.ok()) {
+        message = fmt::format("--fabric-plane {}: {}", plane, spec.error);
+        return ParseOutcome::error;
+      }
+      o.fabric_plane_specs.emplace_back(plane, words[i + 1]);
+    }
+  }
   const int roles = int(vm.count("loopback")) + int(vm.count("server")) + int(vm.count("client"));
   if (roles > 1) {
     message = "--loopback, --server and --client exclude each other: give one";
@@ -264,10 +296,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     o.server_address = vm["client"].as<std::string>();
   }
   o.loopback = o.role == PerfRole::loopback;
-  if (vm.count("preset")) o.preset_path = vm["preset"].as<std::string>();
-  if (vm.count("iface")) o.iface = vm["iface"].as<std::string>();
-  if (vm.count("port")) o.port_name = vm["port"].as<std::string>();
-  if (vm.count("local-ip")) o.local_ip = vm["local-ip"].as<std::string>();
+  if (!apps::read_plane_ports(vm, o.preset_path, o.iface, o.port_name, o.local_ip, o.more_planes, message))
+    return ParseOutcome::error;
   if (vm.count("peer-mac")) o.peer_mac = vm["peer-mac"].as<std::string>();
   if (vm.count("gateway")) o.gateway = vm["gateway"].as<std::string>();
   if (vm.count("cc")) {
@@ -332,9 +362,10 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                 "opens, up to --max-connections";
       return ParseOutcome::error;
     }
-    if (!o.fabric_spec.empty()) {
-      message = fmt::format("--fabric is for --loopback only: impair the real link instead (e.g. tc or "
-                            "metaroce-fabric), or drop --fabric");
+    if (!o.fabric_spec.empty() || !o.fabric_plane_specs.empty()) {
+      const char* option = o.fabric_spec.empty() ? "--fabric-plane" : "--fabric";
+      message = fmt::format("{} is for --loopback only: impair the real link instead (e.g. tc or "
+                            "metaroce-fabric), or drop {}", option, option);
       return ParseOutcome::error;
     }
   }
@@ -351,13 +382,14 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   o.raw = vm.count("raw") != 0;
   o.software_handoff = vm.count("software-handoff") != 0;
   if (o.software_handoff && (o.role != PerfRole::loopback || o.lcores < 2 || o.raw || vm.count("fabric") ||
-                             vm.count("capture"))) {
+                             vm.count("fabric-plane") || vm.count("capture"))) {
     message = "--software-handoff is for --loopback --lcores 2 or more (without --fabric, --capture or --raw)";
     return ParseOutcome::error;
   }
   if (o.lcores > 1) {
     const char* clash = o.role != PerfRole::loopback ? "--server/--client (one lcore per end there)"
                         : vm.count("fabric")          ? "--fabric (the inline fabric forwards one queue)"
+                        : vm.count("fabric-plane")    ? "--fabric-plane (the inline fabric forwards one queue)"
                         : vm.count("capture")         ? "--capture (the capture forwards one queue)"
                         : o.raw                       ? "--raw"
                                                       : nullptr;
@@ -372,10 +404,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     }
   }
   if (o.planes > 1) {
-    const char* clash = o.role != PerfRole::loopback ? "--server/--client (one port per end there)"
+    const char* clash = o.role != PerfRole::loopback ? "--server/--client (give a --preset or --port per plane there)"
                         : o.lcores > 1                ? "--lcores"
-                        : vm.count("fabric")          ? "--fabric (the inline fabric is on one pair)"
-                        : vm.count("capture")         ? "--capture (the capture is on one pair)"
                         : o.raw                       ? "--raw"
                                                       : nullptr;
     if (clash != nullptr) {
@@ -389,9 +419,16 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       return ParseOutcome::error;
     }
   }
+  for (const auto& [plane, spec] : o.fabric_plane_specs)
+    if (plane >= o.planes) {
+      message = fmt::format("--fabric-plane {}: the planes are 0..{} (--planes {}): give a plane below --planes, "
+                            "or more --planes", plane, o.planes - 1, o.planes);
+      return ParseOutcome::error;
+    }
   if (o.raw) {
     const char* clash = o.role != PerfRole::loopback ? "--server/--client"
                         : vm.count("fabric")          ? "--fabric"
+                        : vm.count("fabric-plane")    ? "--fabric-plane"
                         : vm.count("capture")         ? "--capture"
                         : vm.count("cc")              ? "--cc"
                         : vm.count("qps")             ? "--qps"

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/command_line.hpp"
+#include "common/plane_ports.hpp"
 
 #include "transport/types.hpp"
 
@@ -50,6 +52,8 @@ struct PerfOptions {
   std::string preset_path;     // --preset FILE (drivers-config)
   std::string iface;           // --iface NAME: the preset's iface= (net_af_packet, net_tap)
   std::string port_name;       // --port NAME: an EAL device given after `--` (instead of --preset)
+  // --preset / --port (with --iface, --local-ip) repeated: planes 1..'s ports.
+  std::vector<apps::PlanePortOptions> more_planes;
   std::string local_ip;        // --local-ip ADDR: this end's address, IPv4 or IPv6
   std::string gateway;         // --gateway ADDR: the router towards the server when it is not on this link
   std::string peer_mac;        // --peer-mac MAC: the next hop towards the server (empty: asked by ARP or ND)
@@ -80,6 +84,9 @@ struct PerfOptions {
   bool report_gbits = false;
   std::string json_path;
   std::string fabric_spec;
+  // --fabric-plane K SPEC (repeatable): plane K's fabric instead of
+  // --fabric's, in the order given (a later one for the same plane wins).
+  std::vector<std::pair<std::uint16_t, std::string>> fabric_plane_specs;
   std::string capture_path;
   std::uint32_t zero_copy_threshold = 0;  // 0: the engine's default
   std::uint32_t idle_sleep_us = 0;

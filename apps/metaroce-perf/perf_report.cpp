@@ -93,8 +93,12 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
     std::fprintf(out, " Connections   : %u\n", o.qps);
     std::fprintf(out, " Verify        : %s\n", !o.verify ? "off" : is_atomic(o.op) ? "every returned value" : "every byte");
-    if (o.role == PerfRole::loopback)
-      std::fprintf(out, " Fabric        : %s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str());
+    if (o.role == PerfRole::loopback) {
+      std::fprintf(out, " Fabric        : %s%s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str(),
+                   o.planes > 1 && !o.fabric_spec.empty() ? " (every plane)" : "");
+      for (const auto& [plane, spec] : o.fabric_plane_specs)
+        std::fprintf(out, " Fabric plane %u: %s\n", unsigned{plane}, spec.c_str());
+    }
     else
       std::fprintf(out, " Congestion    : %s\n", o.cc.empty() ? "none (path window)" : o.cc.c_str());
   }
@@ -180,11 +184,12 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    l.data_packets != 0 ? double(l.cpu_ns) / double(l.data_packets) : 0.0, 100.0 * l.idle_share());
   }
   if (run.planes.size() > 1) {
-    std::fprintf(out, " #plane  data packets  retransmits  failures  sender port frames\n");
+    std::fprintf(out, " #plane  data packets  retransmits  failures  sender port frames  fabric dropped  state\n");
     for (const PlaneResult& p : run.planes)
-      std::fprintf(out, "  %-6u %-13llu %-12llu %-9llu %llu\n", unsigned{p.plane},
+      std::fprintf(out, "  %-6u %-13llu %-12llu %-9llu %-19llu %-15llu %s\n", unsigned{p.plane},
                    static_cast<unsigned long long>(p.data_packets), static_cast<unsigned long long>(p.retransmits),
-                   static_cast<unsigned long long>(p.failures), static_cast<unsigned long long>(p.sender_port_frames));
+                   static_cast<unsigned long long>(p.failures), static_cast<unsigned long long>(p.sender_port_frames),
+                   static_cast<unsigned long long>(p.fabric_dropped), p.state);
   }
   if (o.role == PerfRole::client && run.cm_connections_set_up != 0)
     std::fprintf(out, " connection manager: %llu connections set up in %.3f s (%.0f connections/s), %llu torn down in "
@@ -277,14 +282,22 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
   j.add("retransmitted", run.retransmitted);
   if (!run.planes.empty()) {
     j.begin_array("planes");
-    for (const PlaneResult& p : run.planes)
+    for (const PlaneResult& p : run.planes) {
+      // The plane's fabric: its own --fabric-plane (the last one), else --fabric.
+      std::string_view spec = o.fabric_spec;
+      for (const auto& [plane, plane_spec] : o.fabric_plane_specs)
+        if (plane == p.plane) spec = plane_spec;
       j.begin_array_object()
           .add("plane", unsigned{p.plane})
+          .add("fabric", spec)
           .add("data_packets", p.data_packets)
           .add("retransmits", p.retransmits)
           .add("failures", p.failures)
           .add("sender_port_frames", p.sender_port_frames)
+          .add("fabric_dropped", p.fabric_dropped)
+          .add("state", p.state)
           .end_object();
+    }
     j.end_array();
   }
   if (o.role == PerfRole::client)

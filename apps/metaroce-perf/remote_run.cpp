@@ -165,6 +165,7 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.port = o.port_name;
   r.eal_args = o.eal_args;
   r.local_ip = o.local_ip;
+  for (const apps::PlanePortOptions& m : o.more_planes) r.more_planes.push_back({m.preset, m.iface, m.port, m.local_ip});
   r.name = o.role == PerfRole::server ? "server" : "client";
   r.mtu = o.mtu;
   r.idle_sleep_us = o.idle_sleep_us;
@@ -697,6 +698,21 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   }
   result.packets_sent = data_packets() - sent_before;
   run.retransmitted += retransmissions();
+  // Per plane, summed over the connections and sizes (the table's and
+  // --json's plane lines; one plane: none).
+  for (const ClientConnection& c : conns) {
+    const std::vector<metaroce::PlaneStats> planes = c.connection->planes();
+    if (planes.size() < 2) continue;
+    if (run.planes.size() < planes.size()) run.planes.resize(planes.size());
+    for (std::size_t k = 0; k < planes.size(); ++k) {
+      PlaneResult& pr = run.planes[k];
+      pr.plane = static_cast<std::uint16_t>(k);
+      pr.data_packets += planes[k].data_packets;
+      pr.retransmits += planes[k].resent;
+      pr.failures += planes[k].failures;
+      pr.state = planes[k].failed ? "failed" : "active";
+    }
+  }
   for (ClientConnection& c : conns) c.connection->set_completion_handler({});  // flushed ones are not counted
 
   // The server's view of each connection: what it received and verified.

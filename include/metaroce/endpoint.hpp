@@ -36,6 +36,17 @@ struct EndpointConfig {
   // This end's address, IPv4 (A.B.C.D) or IPv6 (fd00::2): the port answers
   // ARP requests or neighbour solicitations for it.
   std::string local_ip;
+  // Ports of further planes (the port above is plane 0's), each its own
+  // fabric: a connection spreads over as many planes as both ends have (at
+  // most its paths), and a plane whose link goes down or whose paths all
+  // fail is left until a probe gets through again.
+  struct PlanePort {
+    std::string preset;    // with `preset` above: this plane's drivers-config file
+    std::string iface;     // with it: replaces its iface=
+    std::string port;      // with `port` above: a device the EAL arguments create
+    std::string local_ip;  // this end's address on the plane, of local_ip's family (empty: local_ip)
+  };
+  std::vector<PlanePort> more_planes;
   std::string program = "metaroce";   // EAL's program name; its file prefix is <program>-<pid>
   std::string name = "host";          // the host's name in telemetry
   std::uint32_t mtu = 4096;           // payload bytes per packet the port is sized for (with `port`)
@@ -267,6 +278,8 @@ class Connection {
 
   // What each path has done so far (paths() of them).
   [[nodiscard]] std::vector<PathStats> paths() const;
+  // What each plane has done so far (one per plane the connection has).
+  [[nodiscard]] std::vector<PlaneStats> planes() const;
   [[nodiscard]] std::uint16_t streams() const noexcept;
   [[nodiscard]] std::uint32_t mtu() const noexcept;
   [[nodiscard]] std::string mode() const;

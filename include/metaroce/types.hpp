@@ -135,4 +135,13 @@ struct PathStats {
   std::uint64_t port_changes = 0;  // times the path moved to another source port
 };
 
+// One plane of a connection (path p is on plane p % planes).
+struct PlaneStats {
+  bool failed = false;           // declared failed (its link down or all its paths failed); probes bring it back
+  bool link_down = false;        // its port's link is down
+  std::uint64_t data_packets = 0;  // data packets sent on it, first transmissions and resends
+  std::uint64_t resent = 0;
+  std::uint64_t failures = 0;    // times it was declared failed
+};
+
 }  // namespace metaroce

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/port.hpp"
 #include "engine/steering.hpp"
 #include "wire/byte_order.hpp"
 
@@ -248,9 +249,10 @@ std::size_t EngineHost::flush_tx() {
 void EngineHost::poll_links(std::uint64_t now) {
   next_link_poll_ns_ = now + config_.link_poll_ns;
   for (std::uint16_t k = 0; k < ports_.size(); ++k) {
-    rte_eth_link link{};
-    if (rte_eth_link_get_nowait(ports_[k].port_id, &link) != 0) continue;
-    const bool up = link.link_status == RTE_ETH_LINK_UP;
+    // The PMD's word, and for a port on a kernel interface (net_af_packet,
+    // net_af_xdp, net_tap) that interface's IFF_RUNNING as well:
+    // net_af_packet reports its link up whatever the interface's state.
+    const bool up = port_link(ports_[k].port_id).up();
     if (up == ports_[k].link_up) continue;
     ports_[k].link_up = up;
     host_.set_port_link(now, k, up);

@@ -12,7 +12,22 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   static std::atomic<unsigned> instance{0};
   const unsigned id = instance.fetch_add(1);
   std::unique_ptr<Loopback> lb(new Loopback());
-  const bool linked = config.inline_link || config.tap || impairs(config.forward) || impairs(config.backward);
+  if (config.planes < 1 || config.planes > transport::max_planes) {
+    error = fmt::format("planes {} is outside 1..{}", config.planes, transport::max_planes);
+    return nullptr;
+  }
+  // Plane k's fabric each way: the shared one or its own, seeds apart.
+  std::vector<fabric::FabricConfig> forward(config.planes, config.forward), backward(config.planes, config.backward);
+  for (const LoopbackConfig::PlaneFabric& pf : config.plane_fabrics) {
+    if (pf.plane >= config.planes) {
+      error = fmt::format("a fabric for plane {}, but the planes are 0..{}", pf.plane, config.planes - 1);
+      return nullptr;
+    }
+    forward[pf.plane] = pf.forward;
+    backward[pf.plane] = pf.backward;
+  }
+  bool linked = config.inline_link || static_cast<bool>(config.tap);
+  for (std::uint16_t k = 0; k < config.planes; ++k) linked = linked || impairs(forward[k]) || impairs(backward[k]);
   if (config.lcores < 1 || config.lcores > max_node_lcores) {
     error = fmt::format("lcores {} is outside 1..{}", config.lcores, max_node_lcores);
     return nullptr;
@@ -25,66 +40,62 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
     error = "the inline fabric and the frame tap forward one queue: software hand-off needs none of them";
     return nullptr;
   }
-  if (config.planes < 1 || config.planes > transport::max_planes) {
-    error = fmt::format("planes {} is outside 1..{}", config.planes, transport::max_planes);
-    return nullptr;
-  }
-  if (config.planes > 1 && (linked || config.lcores > 1)) {
-    error = "several planes run on one lcore per side without inline fabric or tap: drop --lcores, --fabric and --capture";
+  if (config.planes > 1 && config.lcores > 1) {
+    error = "several planes run on one lcore per side: drop --lcores or --planes";
     return nullptr;
   }
   PortSetup ports = config.ports;
   ports.queues = config.lcores;
   ports.ring_unsteered = config.software_handoff;
-  if (linked) {
-    if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}la", id), ports, lb->port_a_,
-                                lb->port_la_, error) ||
-        !Port::create_ring_pair(fmt::format("lo{}lb", id), fmt::format("lo{}b", id), ports, lb->port_lb_,
-                                lb->port_b_, error))
+  lb->planes_.resize(config.planes);
+  for (std::uint16_t k = 0; k < config.planes; ++k) {
+    Plane& pl = lb->planes_[k];
+    // Plane 0 keeps the names it had before there were planes.
+    const std::string tag = k == 0 ? fmt::format("lo{}", id) : fmt::format("lo{}p{}", id, k);
+    if (linked) {
+      if (!Port::create_ring_pair(tag + "a", tag + "la", ports, pl.a, pl.la, error) ||
+          !Port::create_ring_pair(tag + "lb", tag + "b", ports, pl.lb, pl.b, error))
+        return nullptr;
+    } else if (!Port::create_ring_pair(tag + "a", tag + "b", ports, pl.a, pl.b, error)) {
       return nullptr;
-  } else if (!Port::create_ring_pair(fmt::format("lo{}a", id), fmt::format("lo{}b", id), ports, lb->port_a_,
-                                     lb->port_b_, error)) {
-    return nullptr;
+    }
   }
-  for (std::uint16_t k = 1; k < config.planes; ++k) {
-    std::unique_ptr<Port> a, b;
-    if (!Port::create_ring_pair(fmt::format("lo{}a{}", id, k), fmt::format("lo{}b{}", id, k), ports, a, b, error))
-      return nullptr;
-    lb->plane_ports_a_.push_back(std::move(a));
-    lb->plane_ports_b_.push_back(std::move(b));
-  }
-  for (Port* p : {lb->port_a_.get(), lb->port_b_.get(), lb->port_la_.get(), lb->port_lb_.get()})
-    if (p != nullptr && !p->start(error)) return nullptr;
-  for (std::uint16_t k = 1; k < config.planes; ++k)
-    if (!lb->plane_ports_a_[k - 1]->start(error) || !lb->plane_ports_b_[k - 1]->start(error)) return nullptr;
+  for (Plane& pl : lb->planes_)
+    for (Port* p : {pl.a.get(), pl.b.get(), pl.la.get(), pl.lb.get()})
+      if (p != nullptr && !p->start(error)) return nullptr;
 
   // Whole frames of this connection: the payload MTU plus headers, or an
   // ACK carrying one block per path.
   const std::uint32_t frame_l3 = std::max<std::uint32_t>(config.connection.mtu + 256,
                                                          config.connection.paths * 44u + 256);
   const std::uint16_t data_room = data_room_for_mtu(frame_l3);
-  const auto make_node = [&](const char* side, const Port& port, const std::vector<std::unique_ptr<Port>>& more,
+  // A side's node: its port on plane 0, the others' as more_ports.
+  const auto make_node = [&](const char* side, const std::vector<const Port*>& plane_ports,
                              std::unique_ptr<Node>& out) {
     NodeConfig nc;
     nc.name = fmt::format("lo{}{}", id, side);
-    nc.port_id = port.id();
+    nc.port_id = plane_ports[0]->id();
     nc.lcores = config.lcores;
     nc.software_handoff = config.software_handoff;
     nc.hosts = config.hosts;
     nc.hosts.more_ports.clear();
-    for (const auto& p : more) nc.hosts.more_ports.push_back(EnginePortQueue{p->id(), 0});
+    for (std::size_t k = 1; k < plane_ports.size(); ++k)
+      nc.hosts.more_ports.push_back(EnginePortQueue{plane_ports[k]->id(), 0});
     if (nc.hosts.tx_data_room == 0) nc.hosts.tx_data_room = data_room;
-    nc.hosts.multi_segment_tx = nc.hosts.multi_segment_tx && port.multi_segment_tx();
+    nc.hosts.multi_segment_tx = nc.hosts.multi_segment_tx && plane_ports[0]->multi_segment_tx();
     out = Node::create(nc, error);
     return out != nullptr;
   };
-  if (!make_node("A", *lb->port_a_, lb->plane_ports_a_, lb->node_a_) ||
-      !make_node("B", *lb->port_b_, lb->plane_ports_b_, lb->node_b_))
-    return nullptr;
+  std::vector<const Port*> ports_a, ports_b;
+  for (const Plane& pl : lb->planes_) {
+    ports_a.push_back(pl.a.get());
+    ports_b.push_back(pl.b.get());
+  }
+  if (!make_node("A", ports_a, lb->node_a_) || !make_node("B", ports_b, lb->node_b_)) return nullptr;
   if (config.receive_share) {
     for (std::uint16_t k = 0; k < config.lcores; ++k) {
-      lb->shares_a_.push_back(config.receive_share(lb->port_a_->link().speed_mbps / config.lcores));
-      lb->shares_b_.push_back(config.receive_share(lb->port_b_->link().speed_mbps / config.lcores));
+      lb->shares_a_.push_back(config.receive_share(lb->planes_[0].a->link().speed_mbps / config.lcores));
+      lb->shares_b_.push_back(config.receive_share(lb->planes_[0].b->link().speed_mbps / config.lcores));
       lb->node_a_->host(k).host().set_receive_share(lb->shares_a_.back().get());
       lb->node_b_->host(k).host().set_receive_share(lb->shares_b_.back().get());
     }
@@ -100,24 +111,34 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   }
 
   if (linked) {
-    ImpairedLinkConfig fwd;
-    fwd.name = fmt::format("lo{}f", id);
-    fwd.from_port = lb->port_la_->id();
-    fwd.to_port = lb->port_lb_->id();
-    fwd.fabric = config.forward;
-    fwd.data_room = data_room;
-    fwd.mbufs = config.hosts.tx_mbufs;
-    fwd.tap = config.tap;
-    ImpairedLinkConfig bwd = fwd;
-    bwd.name = fmt::format("lo{}r", id);
-    bwd.from_port = lb->port_lb_->id();
-    bwd.to_port = lb->port_la_->id();
-    bwd.fabric = config.backward;
-    if (bwd.fabric.seed == fwd.fabric.seed) bwd.fabric.seed = fwd.fabric.seed + 0x9e3779b9;  // independent streams
-    lb->forward_ = ImpairedLink::create(std::move(fwd), error);
-    if (!lb->forward_) return nullptr;
-    lb->backward_ = ImpairedLink::create(std::move(bwd), error);
-    if (!lb->backward_) return nullptr;
+    // The links' own pools (copies, clones) shared out over the planes.
+    const std::uint32_t link_mbufs = std::max<std::uint32_t>(1024, config.hosts.tx_mbufs / config.planes);
+    for (std::uint16_t k = 0; k < config.planes; ++k) {
+      Plane& pl = lb->planes_[k];
+      const std::string tag = k == 0 ? fmt::format("lo{}", id) : fmt::format("lo{}p{}", id, k);
+      ImpairedLinkConfig fwd;
+      fwd.name = tag + "f";
+      fwd.from_port = pl.la->id();
+      fwd.to_port = pl.lb->id();
+      fwd.fabric = forward[k];
+      fwd.fabric.seed += std::uint64_t{k} * 0x632be5ab;
+      fwd.data_room = data_room;
+      fwd.mbufs = link_mbufs;
+      fwd.tap = config.tap;
+      ImpairedLinkConfig bwd = fwd;
+      bwd.name = tag + "r";
+      bwd.from_port = pl.lb->id();
+      bwd.to_port = pl.la->id();
+      bwd.fabric = backward[k];
+      bwd.fabric.seed += std::uint64_t{k} * 0x632be5ab;
+      if (bwd.fabric.seed == fwd.fabric.seed) bwd.fabric.seed = fwd.fabric.seed + 0x9e3779b9;  // independent streams
+      pl.forward = ImpairedLink::create(std::move(fwd), error);
+      if (!pl.forward) return nullptr;
+      pl.backward = ImpairedLink::create(std::move(bwd), error);
+      if (!pl.backward) return nullptr;
+      lb->forward_links_.push_back(pl.forward.get());
+      lb->backward_links_.push_back(pl.backward.get());
+    }
   }
 
   // Ring ports have an all-zero MAC: give captures locally administered
@@ -145,8 +166,8 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
   lb->connections_b_.reserve(config.qps);
   for (std::uint32_t i = 0; i < config.qps; ++i) {
     transport::ConnectionConfig a = config.connection;
-    a.endpoints.local_mac = mac_or(lb->port_a_->mac(), 0x0a);
-    a.endpoints.peer_mac = mac_or(lb->port_b_->mac(), 0x0b);
+    a.endpoints.local_mac = mac_or(lb->planes_[0].a->mac(), 0x0a);
+    a.endpoints.peer_mac = mac_or(lb->planes_[0].b->mac(), 0x0b);
     a.endpoints.local_ipv4 = 0x0a000001;
     a.endpoints.peer_ipv4 = 0x0a000002;
     a.planes = config.planes;
@@ -156,7 +177,7 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
       transport::PlaneAddresses& pa = a.plane[k];
       pa.port = k;
       const auto kk = static_cast<std::uint8_t>(k);
-      const wire::MacAddress ma = lb->plane_ports_a_[k - 1]->mac(), mb = lb->plane_ports_b_[k - 1]->mac();
+      const wire::MacAddress ma = lb->planes_[k].a->mac(), mb = lb->planes_[k].b->mac();
       pa.local_mac = ma == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, kk, 0x0a} : ma;
       pa.peer_mac = mb == wire::MacAddress{} ? wire::MacAddress{0x02, 0, 0, 0, kk, 0x0b} : mb;
       pa.local_ipv4 = 0x0a000001u + (static_cast<std::uint32_t>(k) << 8);
@@ -195,44 +216,42 @@ Loopback::~Loopback() {
   // rings, then what the links and hosts still hold (their destructors). The
   // links first: their delay lines hold the hosts' transmit mbufs.
   const auto drain = [this] {
-    for (Port* p : {port_a_.get(), port_b_.get(), port_la_.get(), port_lb_.get()})
-      if (p != nullptr) p->drain_rx();
-    for (auto& p : plane_ports_a_) p->drain_rx();
-    for (auto& p : plane_ports_b_) p->drain_rx();
+    for (Plane& pl : planes_)
+      for (Port* p : {pl.a.get(), pl.b.get(), pl.la.get(), pl.lb.get()})
+        if (p != nullptr) p->drain_rx();
   };
   drain();
-  forward_.reset();
-  backward_.reset();
+  forward_links_.clear();
+  backward_links_.clear();
+  for (Plane& pl : planes_) {
+    pl.forward.reset();
+    pl.backward.reset();
+  }
   node_a_.reset();
   node_b_.reset();
   drain();
-  port_a_.reset();
-  port_b_.reset();
-  port_la_.reset();
-  port_lb_.reset();
-  plane_ports_a_.clear();
-  plane_ports_b_.clear();
+  planes_.clear();
 }
 
 std::size_t Loopback::poll_side(Node& node, cc::PortShareBoard* board, std::vector<std::unique_ptr<cc::FairShare>>& shares,
-                                ImpairedLink* out, std::uint16_t lcore) {
+                                const std::vector<ImpairedLink*>& out, std::uint16_t lcore) {
   std::size_t work = node.poll(lcore);
-  if (board == nullptr && out == nullptr) return work;
+  if (board == nullptr && out.empty()) return work;
   const std::uint64_t now = node.host(lcore).now_ns();
   if (board != nullptr) {
     board->front_turn(lcore, *shares[lcore], now);
     if (lcore == 0) board->rebalance_turn(now);
   }
-  if (out != nullptr) work += out->forward_once(now);
+  for (ImpairedLink* link : out) work += link->forward_once(now);
   return work;
 }
 
 std::size_t Loopback::poll_side_a(std::uint16_t lcore) {
-  return poll_side(*node_a_, board_a_.get(), shares_a_, forward_.get(), lcore);
+  return poll_side(*node_a_, board_a_.get(), shares_a_, forward_links_, lcore);
 }
 
 std::size_t Loopback::poll_side_b(std::uint16_t lcore) {
-  return poll_side(*node_b_, board_b_.get(), shares_b_, backward_.get(), lcore);
+  return poll_side(*node_b_, board_b_.get(), shares_b_, backward_links_, lcore);
 }
 
 }  // namespace metaroce::engine

@@ -1,6 +1,6 @@
 // Both ends of one or more connections in one process: two engine hosts over
 // net_ring pairs, optionally through an inline fabric (one ImpairedLink per
-// direction), with the connections set up directly in memory (QPNs, PSNs and
+// direction and plane), with the connections set up directly in memory (QPNs, PSNs and
 // addresses exchanged by assignment; two processes use the in-band
 // connection manager, lib/cm, instead).
 //
@@ -11,6 +11,13 @@
 // Side A = host A + the forward link; side B = host B + the backward link.
 // Each side touches only its own rings, so the two sides can run on two
 // lcores, or alternate on one thread (tests).
+//
+// With `planes` > 1 each plane is a drawing as above of its own: its own
+// pair (or two pairs and two links), host A's and B's port k on plane k.
+// With a fabric on any plane every plane goes through links of its own
+// (an unimpaired one forwards as a perfect wire), so the planes' round
+// trips stay alike; side A drives every forward link, side B every
+// backward one.
 //
 // With `lcores` > 1 each side is a node of that many hosts (engine/node.hpp)
 // on a pair with as many queues (no fabric): host i of A and host i of B
@@ -57,8 +64,7 @@ struct LoopbackConfig {
   // Planes, 1..transport::max_planes: a net_ring pair per plane, each host
   // with a port on every one (EngineHostConfig::more_ports), and
   // connections with that many planes (plane k on port index k, its own
-  // MACs and IPs 10.0.k.1 and 10.0.k.2). More than one needs one lcore and
-  // no fabric, tap or inline link.
+  // MACs and IPs 10.0.k.1 and 10.0.k.2). More than one needs one lcore.
   std::uint16_t planes = 1;
   // Connections (QP pairs) between the two sides, perftest's -q, 1..16384
   // (hosts.max_connections must allow as many per host): pair i has QPNs
@@ -76,8 +82,18 @@ struct LoopbackConfig {
   // are divided by the senders each front sees, every 500 us.
   std::function<std::unique_ptr<cc::FairShare>(std::uint32_t link_speed_mbps)> receive_share;
   bool inline_link = false;  // put the links in even without impairment (for the tap)
+  // Every plane's fabric, unless plane_fabrics names the plane. Plane k > 0
+  // draws from seeds of its own: seed + k x 0x632be5ab (so the same spec on
+  // two planes loses different frames).
   fabric::FabricConfig forward{};   // A -> B
   fabric::FabricConfig backward{};  // B -> A
+  // Plane `plane` (< planes) gets these instead (a later entry for the same
+  // plane wins): e.g. one plane blackholed while the others are clean.
+  struct PlaneFabric {
+    std::uint16_t plane = 0;
+    fabric::FabricConfig forward{}, backward{};
+  };
+  std::vector<PlaneFabric> plane_fabrics;
   std::function<void(std::span<const std::uint8_t>, std::uint64_t)> tap;  // every frame, both ways
   // Called once the ports, pools and hosts exist, just before the
   // connections are created (an app measuring what they cost reads its
@@ -120,16 +136,17 @@ class Loopback {
   // B's to A; check_steering), run before the connections exist.
   [[nodiscard]] const SteeringCheck& steering_a_to_b() const noexcept { return steering_ab_; }
   [[nodiscard]] const SteeringCheck& steering_b_to_a() const noexcept { return steering_ba_; }
-  // Plane k's port on side A and B (k < planes; 0: the pair above).
-  [[nodiscard]] std::uint16_t plane_port_a(std::uint16_t k) const noexcept {
-    return k == 0 ? port_a_->id() : plane_ports_a_[k - 1]->id();
+  // Plane k's port on side A and B (k < planes).
+  [[nodiscard]] std::uint16_t plane_port_a(std::uint16_t k) const noexcept { return planes_[k].a->id(); }
+  [[nodiscard]] std::uint16_t plane_port_b(std::uint16_t k) const noexcept { return planes_[k].b->id(); }
+  [[nodiscard]] std::uint16_t planes() const noexcept { return static_cast<std::uint16_t>(planes_.size()); }
+  // Plane k's links (nullptr without an inline fabric).
+  [[nodiscard]] const ImpairedLink* forward_link(std::uint16_t k = 0) const noexcept {
+    return planes_[k].forward.get();
   }
-  [[nodiscard]] std::uint16_t plane_port_b(std::uint16_t k) const noexcept {
-    return k == 0 ? port_b_->id() : plane_ports_b_[k - 1]->id();
+  [[nodiscard]] const ImpairedLink* backward_link(std::uint16_t k = 0) const noexcept {
+    return planes_[k].backward.get();
   }
-  [[nodiscard]] std::uint16_t planes() const noexcept { return static_cast<std::uint16_t>(plane_ports_a_.size() + 1); }
-  [[nodiscard]] const ImpairedLink* forward_link() const noexcept { return forward_.get(); }
-  [[nodiscard]] const ImpairedLink* backward_link() const noexcept { return backward_.get(); }
 
   // One turn of side A's host `lcore` (with the forward link) or side B's
   // (with the backward link), its node's commands first.
@@ -141,10 +158,16 @@ class Loopback {
   // One turn of a side: its node's host `lcore`, then the port share (one
   // clock reading for both) and the outgoing link where there are any.
   static std::size_t poll_side(Node& node, cc::PortShareBoard* board,
-                               std::vector<std::unique_ptr<cc::FairShare>>& shares, ImpairedLink* out,
-                               std::uint16_t lcore);
-  std::unique_ptr<Port> port_a_, port_b_, port_la_, port_lb_;
-  std::vector<std::unique_ptr<Port>> plane_ports_a_, plane_ports_b_;  // planes 1..
+                               std::vector<std::unique_ptr<cc::FairShare>>& shares,
+                               const std::vector<ImpairedLink*>& out, std::uint16_t lcore);
+  // One plane: host A's port a and host B's port b, joined directly or
+  // through la -forward-> lb and back.
+  struct Plane {
+    std::unique_ptr<Port> a, b, la, lb;
+    std::unique_ptr<ImpairedLink> forward, backward;
+  };
+  std::vector<Plane> planes_;
+  std::vector<ImpairedLink*> forward_links_, backward_links_;  // every plane's, side A's and B's to drive
   // One per host, outliving the hosts' connections. A host's share is its
   // own (a share is written by its lcore only); with several lcores the
   // board sets each one's part of the port (its lcore applies it).
@@ -152,7 +175,6 @@ class Loopback {
   std::unique_ptr<cc::PortShareBoard> board_a_, board_b_;
   SteeringCheck steering_ab_, steering_ba_;
   std::unique_ptr<Node> node_a_, node_b_;
-  std::unique_ptr<ImpairedLink> forward_, backward_;
   std::vector<transport::Connection*> connections_a_, connections_b_;
 };
 

@@ -187,10 +187,12 @@ bool Port::stop() noexcept {
   return true;
 }
 
-LinkState Port::link() const {
+LinkState Port::link() const { return port_link(port_id_); }
+
+LinkState port_link(std::uint16_t port_id) {
   LinkState state;
   rte_eth_link link{};
-  if (rte_eth_link_get_nowait(port_id_, &link) == 0) {
+  if (rte_eth_link_get_nowait(port_id, &link) == 0) {
     state.pmd_up = link.link_status == RTE_ETH_LINK_UP;
     state.speed_mbps = link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
   }
@@ -198,7 +200,7 @@ LinkState Port::link() const {
   // flags are the truth net_af_packet does not report.
   rte_eth_dev_info info{};
   std::array<char, IF_NAMESIZE> name{};
-  if (rte_eth_dev_info_get(port_id_, &info) != 0 || info.if_index == 0 ||
+  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.if_index == 0 ||
       if_indextoname(info.if_index, name.data()) == nullptr)
     return state;
   state.interface = name.data();

@@ -43,6 +43,10 @@ struct LinkState {
   [[nodiscard]] bool up() const noexcept { return pmd_up && (interface.empty() || interface_running); }
 };
 
+// The link of port `port_id` (what Port::link() says, for a port the caller
+// knows by id only, as an engine host's link poll does).
+[[nodiscard]] LinkState port_link(std::uint16_t port_id);
+
 // The data room an mbuf needs for one whole frame at `mtu` (L3 bytes), with
 // Ethernet + VLAN header and DPDK's headroom.
 [[nodiscard]] std::uint16_t data_room_for_mtu(std::uint32_t mtu) noexcept;

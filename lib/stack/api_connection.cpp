@@ -211,6 +211,16 @@ std::vector<PathStats> Connection::paths() const {
   for (std::uint16_t p = 0; p < c.config().paths; ++p) out.push_back(public_path(c.path_info(p)));
   return out;
 }
+std::vector<PlaneStats> Connection::planes() const {
+  std::vector<PlaneStats> out;
+  const transport::Connection& c = *impl_->connection;
+  for (std::uint16_t k = 0; k < c.config().planes; ++k) {
+    const transport::PlaneInfo info = c.plane_info(k);
+    out.push_back(PlaneStats{info.state == transport::PlaneState::failed, info.link_down, info.data_packets,
+                             info.retransmits, info.failures});
+  }
+  return out;
+}
 std::uint16_t Connection::streams() const noexcept { return impl_->connection->config().streams; }
 std::uint32_t Connection::mtu() const noexcept { return impl_->connection->config().mtu; }
 std::string Connection::mode() const { return std::string(transport::to_string(impl_->connection->config().mode)); }

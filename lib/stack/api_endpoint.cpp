@@ -4,6 +4,8 @@
 #include <atomic>
 #include <unordered_map>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine/eal.hpp"
@@ -98,6 +100,9 @@ struct Endpoint::Impl final : ConnectionOwner {
     request.connection.mtu = o.mtu;
     request.connection.paths = o.paths;
     request.connection.streams = o.streams;
+    // Every plane this endpoint has, as far as the paths go round.
+    request.connection.planes =
+        static_cast<std::uint16_t>(std::min<std::size_t>(1 + endpoint.more_ports.size(), std::max<std::uint16_t>(o.paths, 1)));
     if (o.path_window != 0) request.connection.path_window = o.path_window;
     if (o.psn_window != 0) request.connection.psn_window = o.psn_window;
     if (o.first_src_port != 0) request.connection.base_src_port = o.first_src_port;
@@ -152,6 +157,14 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   c.port_name = config.port;
   c.eal_args = config.eal_args;
   c.local_ip = config.local_ip;
+  for (const EndpointConfig::PlanePort& plane : config.more_planes) {
+    if (plane.preset.empty() != config.preset.empty() || plane.port.empty() != config.port.empty()) {
+      error = "give every further plane's port as the first one's: EndpointConfig::PlanePort::preset with a preset, "
+              "PlanePort::port with a port";
+      return nullptr;
+    }
+    c.more_planes.push_back({plane.preset, plane.iface, plane.port, plane.local_ip});
+  }
   c.mtu = config.mtu;
   c.mbufs = config.mbufs;
   c.max_connections = config.max_connections;

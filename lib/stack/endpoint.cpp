@@ -21,20 +21,31 @@ namespace metaroce::stack {
 namespace {
 
 // The preset with --iface applied.
-bool load_remote_preset(const EndpointConfig& o, engine::DriverPreset& preset, std::string& error) {
-  if (!engine::load_preset(o.preset_path, preset, error)) return false;
-  if (!o.iface.empty()) {
+bool load_remote_preset(const std::string& path, const std::string& iface, engine::DriverPreset& preset,
+                        std::string& error) {
+  if (!engine::load_preset(path, preset, error)) return false;
+  if (!iface.empty()) {
     std::string args = preset.port.vdev_args;
     const auto at = args.find("iface=");
     if (at == std::string::npos) {
-      args = "iface=" + o.iface + (args.empty() ? "" : "," + args);
+      args = "iface=" + iface + (args.empty() ? "" : "," + args);
     } else {
       const auto end = args.find(',', at);
-      args.replace(at, end == std::string::npos ? std::string::npos : end - at, "iface=" + o.iface);
+      args.replace(at, end == std::string::npos ? std::string::npos : end - at, "iface=" + iface);
     }
     preset.port.vdev_args = args;
   }
   return true;
+}
+bool load_remote_preset(const EndpointConfig& o, engine::DriverPreset& preset, std::string& error) {
+  return load_remote_preset(o.preset_path, o.iface, preset, error);
+}
+
+// The EAL device of plane k's preset: a vdev numbered k (net_af_packet1
+// next to plane 0's net_af_packet0), or the preset's PCI address.
+std::string preset_device(const engine::DriverPreset& preset, std::size_t plane) {
+  return engine::is_vdev(preset.port.driver) ? fmt::format("{}{}", engine::to_string(preset.port.driver), plane)
+                                             : preset.port.pci;
 }
 
 // Bytes of a frame that are not payload, at the most: Ethernet, VLAN, IPv6,
@@ -116,6 +127,16 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
     engine::DriverPreset preset;
     if (!load_remote_preset(o, preset, error)) return false;
     engine::EalOptions eal = engine::eal_options(preset);
+    // The other planes' devices too (their presets' EAL sections aside).
+    for (std::size_t k = 1; k <= o.more_planes.size(); ++k) {
+      const EndpointConfig::PlanePort& plane = o.more_planes[k - 1];
+      engine::DriverPreset more;
+      if (!load_remote_preset(plane.preset_path, plane.iface, more, error)) return false;
+      if (!engine::is_vdev(more.port.driver))
+        eal.pci_allow.push_back(more.port.pci);
+      else if (more.port.driver != engine::Driver::net_ring)
+        eal.vdevs.push_back(preset_device(more, k) + (more.port.vdev_args.empty() ? "" : "," + more.port.vdev_args));
+    }
     eal.program_name = o.program;
     eal.extra_args.push_back(fmt::format("--file-prefix={}-{}", o.program, ::getpid()));
     return engine::start_eal(eal, error);
@@ -130,6 +151,10 @@ Endpoint::~Endpoint() {
   if (port) {
     port->wait_for_memif_peer_departure();
     port->stop();
+  }
+  for (auto& p : more_ports) {
+    p->wait_for_memif_peer_departure();
+    p->stop();
   }
 }
 
@@ -186,6 +211,30 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
     host_config.tx_data_room = engine::data_room_for_mtu(setup.mtu);
   }
   if (!e.port->start(error) || !wait_for_link(*e.port, error)) return false;
+  // Planes 1..: a port each, sized as its preset says (or as plane 0's
+  // with --port), a queue of the same host.
+  std::uint32_t port_mtu = setup.mtu;
+  for (std::size_t k = 1; k <= o.more_planes.size(); ++k) {
+    const EndpointConfig::PlanePort& plane = o.more_planes[k - 1];
+    engine::PortSetup plane_setup = setup;
+    std::string plane_device = plane.port_name;
+    if (!plane.preset_path.empty()) {
+      engine::DriverPreset preset;
+      if (!load_remote_preset(plane.preset_path, plane.iface, preset, error)) return false;
+      plane_setup = engine::port_setup(preset);
+      plane_device = preset_device(preset, k);
+    }
+    auto port = engine::Port::open(plane_device, plane_setup, error);
+    if (!port) return false;
+    if (!port->start(error) || !wait_for_link(*port, error)) {
+      error = fmt::format("plane {}: {}", k, error);
+      return false;
+    }
+    host_config.more_ports.push_back(engine::EnginePortQueue{port->id(), 0});
+    host_config.multi_segment_tx = host_config.multi_segment_tx && port->multi_segment_tx();
+    port_mtu = std::min(port_mtu, plane_setup.mtu);
+    e.more_ports.push_back(std::move(port));
+  }
   host_config.name = o.host_name;
   host_config.port_id = e.port->id();
   host_config.queue = 0;
@@ -206,6 +255,28 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   cm_config.local.ip_version = e.local_address.version;
   cm_config.local.local_ipv4 = e.local_address.ipv4;
   cm_config.local.local_ipv6 = e.local_address.ipv6;
+  // A plane per port: port index k, that port's MAC and the plane's address
+  // (offered to the peer in REQ and REP; plane 0's are the frames').
+  cm_config.planes = static_cast<std::uint16_t>(1 + e.more_ports.size());
+  if (cm_config.planes > cm::max_cm_planes(e.local_address.version)) {
+    error = fmt::format("{} ports: the connection manager offers at most {} planes over IPv{}", cm_config.planes,
+                        cm::max_cm_planes(e.local_address.version), e.local_address.version);
+    return false;
+  }
+  for (std::uint16_t k = 0; k < cm_config.planes; ++k) {
+    transport::PlaneAddresses& a = cm_config.local_planes[k];
+    a.port = k;
+    a.local_mac = k == 0 ? e.port->mac() : e.more_ports[k - 1]->mac();
+    wire::IpAddress ip = e.local_address;
+    const std::string& text = k == 0 ? o.local_ip : o.more_planes[k - 1].local_ip;
+    if (k > 0 && !text.empty() && (!wire::parse_ip(text, ip) || ip.version != e.local_address.version)) {
+      error = fmt::format("plane {}: address '{}' is not an IPv{} address like --local-ip {}: give one of its family",
+                          k, text, e.local_address.version, o.local_ip);
+      return false;
+    }
+    a.local_ipv4 = ip.ipv4;
+    a.local_ipv6 = ip.ipv6;
+  }
   // ARP and neighbour discovery on this port: the kernel of a router (or
   // a peer) learns our MAC from our answers, and resolve_next_hop learns its.
   host::NeighbourConfig neighbours;
@@ -222,7 +293,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   cm_config.retries = static_cast<std::uint32_t>(std::max(1.0, std::ceil(o.cm_timeout_s * 10.0)));
   // The payload per packet this port carries: a server agrees to no more,
   // a client asks no more (a preset's mtu= may be smaller than --mtu).
-  cm_config.max_mtu = setup.mtu > headers_budget + 256 ? setup.mtu - headers_budget : 256;
+  cm_config.max_mtu = port_mtu > headers_budget + 256 ? port_mtu - headers_budget : 256;
   cm_config.max_connections = o.max_connections;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(

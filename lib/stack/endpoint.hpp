@@ -35,6 +35,14 @@ struct EndpointConfig {
   std::string port_name;             // --port NAME: a device created by the EAL arguments
   std::vector<std::string> eal_args;  // after `--` (with --port)
   std::string local_ip;              // this end's address: IPv4 (A.B.C.D) or IPv6
+  // Ports of planes 1.. (the port above is plane 0's): each a preset (its
+  // iface= replaced by `iface` when given) or, with port_name, a device
+  // the EAL arguments create; its address (empty: local_ip, which the
+  // peer learns per plane through the connection manager).
+  struct PlanePort {
+    std::string preset_path, iface, port_name, local_ip;
+  };
+  std::vector<PlanePort> more_planes;
   std::string host_name = "host";    // the engine host's name (telemetry)
   std::uint32_t mtu = 4096;          // --port: the port and mbufs are sized for this payload per packet
   std::uint32_t mbufs = 16384;       // --port: receive and transmit mbufs each (DPDK zeroes them when freed:
@@ -78,6 +86,7 @@ bool start_eal(const EndpointConfig& options, std::string& error);
 // on this lcore.
 struct Endpoint {
   std::unique_ptr<engine::Port> port;
+  std::vector<std::unique_ptr<engine::Port>> more_ports;  // planes 1.. (EndpointConfig::more_planes)
   std::unique_ptr<engine::EngineHost> host;
   std::unique_ptr<cm::Manager> cm;
   std::unique_ptr<engine::TelemetryPublisher> telemetry;  // the host and its open connections (add_connection)
@@ -112,7 +121,8 @@ struct Endpoint {
   void idle(std::size_t work) const;
 };
 
-// Opens and starts the port, waits up to 2 s for its link (net_af_packet,
+// Opens and starts the port (and those of more_planes: the host drives a
+// queue on each, the manager offers that many planes), waits up to 2 s for its link (net_af_packet,
 // net_tap: for its kernel interface to be up and have a carrier; not
 // net_memif or net_vhost, whose link waits for a peer process), creates the
 // host and the manager (its local address from options.local_ip and the

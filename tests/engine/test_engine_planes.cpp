@@ -3,11 +3,14 @@
 // WRITEs over both, and a plane whose link goes down (rte_eth_dev_set_link_down)
 // is noticed by the hosts' link poll, fails, and its frames go over the
 // other plane, without an error completion; back up, it carries data again.
-// Both hosts are polled alternately from the test's thread.
+// Both hosts are polled alternately from the test's thread. The same
+// through the loopback's inline fabric, one per plane: one plane
+// blackholed for a while.
 #include <gtest/gtest.h>
 
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -17,8 +20,10 @@
 #include <fmt/format.h>
 
 #include "engine/engine_host.hpp"
+#include "engine/loopback.hpp"
 #include "engine/node.hpp"
 #include "engine/port.hpp"
+#include "fabric/spec.hpp"
 #include "transport/config.hpp"
 #include "transport/connection.hpp"
 
@@ -261,6 +266,50 @@ TEST(EnginePlanes, LinkDownMidTransferFailsThePlaneAndItComesBackWhenUp) {
   rig.expect_tx_frames_are_the_ports_opackets();
 }
 
+// Plane 1's port on the sender stopped mid-transfer (rte_eth_dev_stop: its
+// burst functions become dummies and net_ring reports the link down) and
+// started again: the same as a cable pulled and plugged back, on that
+// host alone. The plane fails at the sender only, nothing more leaves
+// through the stopped port, every WRITE completes once with its bytes
+// placed; once started the plane is back in use.
+TEST(EnginePlanes, PortStoppedAndStartedFailsThePlaneAndBringsItBack) {
+  EnginePlanesRig rig;
+  rig.post(1, messages);
+  ASSERT_TRUE(rig.run_until([&] { return rig.receiver->counters().data_bytes_placed >= 512 * 1024; },
+                            std::chrono::seconds(10)));
+  ASSERT_LT(rig.receiver->counters().data_bytes_placed, messages * len) << "the transfer ended too early";
+  ASSERT_TRUE(rig.ports_a[1]->stop());
+  ASSERT_TRUE(rig.run_until([&] { return rig.host_a->counters().link_changes == 1; }, std::chrono::milliseconds(100)))
+      << "stopped port not noticed within 100 ms";
+  EXPECT_FALSE(rig.host_a->port_link_up(1));
+  EXPECT_EQ(rig.sender->counters().planes_failed, 1u);
+  EXPECT_TRUE(rig.sender->plane_info(1).link_down);
+  const std::uint64_t port1_out = opackets(rig.ports_a[1]->id());
+  const std::uint64_t plane1_down = rig.sender->plane_info(1).data_packets;
+  ASSERT_TRUE(rig.complete(messages));
+  rig.expect_each_completed_once(1, messages);
+  EXPECT_EQ(rig.dst, rig.src);
+  EXPECT_EQ(rig.receiver->counters().data_bytes_placed, messages * len);
+  EXPECT_EQ(opackets(rig.ports_a[1]->id()), port1_out) << "frames left through a stopped port";
+  EXPECT_EQ(rig.sender->plane_info(1).data_packets, plane1_down) << "data sent on a plane whose port is stopped";
+  EXPECT_EQ(rig.host_b->counters().link_changes, 0u) << "the receiver's ports never changed";
+  EXPECT_EQ(rig.receiver->counters().planes_failed, 0u);
+
+  std::string error;
+  ASSERT_TRUE(rig.ports_a[1]->start(error)) << error;
+  ASSERT_TRUE(rig.run_until([&] { return rig.sender->counters().planes_recovered == 1; }, std::chrono::seconds(2)))
+      << "plane 1 not back in use after its port started";
+  EXPECT_EQ(rig.host_a->counters().link_changes, 2u);
+  EXPECT_TRUE(rig.host_a->port_link_up(1));
+  const std::uint64_t plane1 = rig.sender->plane_info(1).data_packets;
+  rig.post(100, 8);
+  ASSERT_TRUE(rig.complete(8));
+  rig.expect_each_completed_once(100, 8);
+  EXPECT_GT(rig.sender->plane_info(1).data_packets, plane1);
+  EXPECT_GT(opackets(rig.ports_a[1]->id()), port1_out);
+  EXPECT_EQ(rig.sender->counters().planes_failed, 1u);
+}
+
 // The link goes down right after A's turn, and A reads it before B has
 // acknowledged anything of that turn (poll_links, as the 10 ms poll does):
 // exactly the packets in flight on plane 1's paths are resent on plane 0,
@@ -322,6 +371,161 @@ TEST(EnginePlanes, NodeOfSeveralLcoresRefusesPortsPerPlane) {
   std::string error;
   EXPECT_EQ(Node::create(nc, error), nullptr);
   EXPECT_EQ(error, "node 'planes2': several lcores drive one port each; a port per plane (hosts.more_ports) needs one lcore");
+}
+
+// The loopback with planes and an inline fabric of its own per plane: a
+// spec for every plane and one for plane 1 alone.
+LoopbackConfig plane_loopback_config(const char* plane1_spec) {
+  LoopbackConfig c;
+  c.connection.mtu = 4096;
+  c.connection.paths = 8;
+  // Both hosts turn on this thread: RTOs above a scheduling stall of the
+  // shared machine, so only the blackhole fails paths.
+  c.connection.initial_rto = 10'000'000;
+  c.connection.min_rto = 10'000'000;
+  c.connection.retry_limit = 50;
+  c.planes = 2;
+  c.hosts.tx_mbufs = 8192;
+  c.ports.rx_desc = 256;
+  c.ports.tx_desc = 256;
+  c.forward = fabric::parse_fabric_spec_or_throw("delay 20us");
+  c.backward = c.forward;
+  LoopbackConfig::PlaneFabric pf;
+  pf.plane = 1;
+  pf.forward = fabric::parse_fabric_spec_or_throw(plane1_spec);
+  pf.backward = pf.forward;
+  c.plane_fabrics.push_back(pf);
+  return c;
+}
+
+TEST(LoopbackPlanes, EveryPlaneHasLinksOfItsOwnWithItsOwnFabric) {
+  std::string error;
+  auto lb = Loopback::create(plane_loopback_config("loss 1%"), error);
+  ASSERT_TRUE(lb) << error;
+  ASSERT_EQ(lb->planes(), 2);
+  for (std::uint16_t k = 0; k < 2; ++k) {
+    ASSERT_NE(lb->forward_link(k), nullptr);
+    ASSERT_NE(lb->backward_link(k), nullptr);
+    EXPECT_EQ(lb->forward_link(k)->fabric_config().delay_ns, k == 0 ? 20'000u : 0u);
+    EXPECT_EQ(lb->backward_link(k)->fabric_config().loss, k == 0 ? 0.0 : 0.01);
+  }
+  // Plane 1 draws from its own seeds, each way apart.
+  EXPECT_NE(lb->forward_link(1)->fabric_config().seed, lb->backward_link(1)->fabric_config().seed);
+  EXPECT_NE(lb->forward_link(0)->fabric_config().seed, lb->forward_link(1)->fabric_config().seed);
+
+  LoopbackConfig bad = plane_loopback_config("loss 1%");
+  bad.plane_fabrics[0].plane = 2;
+  EXPECT_EQ(Loopback::create(bad, error), nullptr);
+  EXPECT_EQ(error, "a fabric for plane 2, but the planes are 0..1");
+}
+
+// Plane 1's fabric drops everything from 300 ms for 400 ms (both ways)
+// while 64 KiB WRITEs keep flowing: plane 1 fails once, the packets in
+// flight on its last working path go to plane 0, it carries no data while
+// failed, every WRITE completes once with its bytes placed, and once the
+// blackhole ends a probe brings plane 1 back and it carries data again.
+TEST(LoopbackPlanes, BlackholedPlaneFailsAndComesBackWithoutAnErrorCompletion) {
+  std::string error;
+  auto lb = Loopback::create(plane_loopback_config("blackhole at 300ms for 400ms"), error);
+  ASSERT_TRUE(lb) << error;
+  constexpr std::size_t slots = 32, size = 64 * 1024;
+  std::vector<std::uint8_t> src(slots * size), dst(slots * size, 0);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 13 + 5);
+  EngineHost& a = lb->host_a();
+  const std::uint32_t lkey = a.memory().register_region(src.data(), src.size(), transport::access_local_write);
+  const std::uint32_t rkey = lb->host_b().memory().register_region(
+      dst.data(), dst.size(), transport::access_local_write | transport::access_remote_write);
+  transport::Connection& sender = lb->connection_a();
+  transport::Connection& receiver = lb->connection_b();
+  std::uint64_t posted = 0, completed = 0;
+  const auto post = [&](std::uint64_t id) {
+    transport::SendRequest r;
+    r.wr_id = id;
+    r.local_addr = src.data() + (id % slots) * size;
+    r.length = size;
+    r.lkey = lkey;
+    r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data() + (id % slots) * size);
+    r.rkey = rkey;
+    ASSERT_EQ(sender.post_send(r), transport::PostResult::ok);
+    ++posted;
+  };
+  for (std::uint64_t i = 0; i < slots; ++i) post(i);
+  const auto plane1_in_flight = [&](std::vector<transport::PathInfo>& out) {
+    out.clear();
+    for (std::uint16_t p = 1; p < 8; p += 2) out.push_back(sender.path_info(p));
+  };
+  std::vector<transport::PathInfo> before, after;
+  std::vector<transport::Completion> got;
+  std::uint64_t failed_at = 0, recovered_at = 0, plane1_at_failure = 0;
+  std::uint64_t plane1_data_while_failed = 0;
+  std::vector<std::uint64_t> moved_candidates;
+  std::vector<int> seen(std::size_t{1} << 20, 0);
+  const std::uint64_t stop_posting_ns = 1'200'000'000;
+  while (a.now_ns() < stop_posting_ns + 2'000'000'000 && completed < posted) {
+    plane1_in_flight(before);
+    lb->poll_side_a();
+    lb->poll_side_b();
+    if (failed_at == 0 && sender.counters().planes_failed == 1) {
+      failed_at = a.now_ns();
+      plane1_at_failure = sender.plane_info(1).data_packets;
+      // The paths of plane 1 that failed in this turn (their RTOs fire
+      // together): the last of them took the plane down, and the packets
+      // it had in flight are the ones moved to plane 0 (the others' were
+      // resent on the paths still working then).
+      plane1_in_flight(after);
+      for (std::size_t i = 0; i < before.size(); ++i)
+        if (before[i].state == transport::PathState::active && after[i].state == transport::PathState::failed)
+          moved_candidates.push_back(before[i].in_flight);
+    }
+    if (failed_at != 0 && recovered_at == 0) {
+      if (sender.counters().planes_recovered == 1) recovered_at = a.now_ns();
+      else plane1_data_while_failed = sender.plane_info(1).data_packets;
+    }
+    sender.poll_completions(got);
+    for (const auto& c : got) {
+      ASSERT_EQ(c.status, transport::CompletionStatus::success) << "WRITE " << c.wr_id;
+      ASSERT_LT(c.wr_id, seen.size());
+      ++seen[c.wr_id];
+      ++completed;
+      if (a.now_ns() < stop_posting_ns && posted < seen.size()) post(posted);
+    }
+    got.clear();
+  }
+  ASSERT_EQ(completed, posted) << "WRITEs left incomplete";
+  for (std::uint64_t i = 0; i < posted; ++i) EXPECT_EQ(seen[i], 1) << "WRITE " << i;
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(receiver.counters().data_bytes_placed, posted * size);
+  ASSERT_GT(posted, 2 * slots) << "too few WRITEs to cover the blackhole";
+
+  EXPECT_EQ(sender.counters().planes_failed, 1u);
+  EXPECT_EQ(sender.counters().planes_recovered, 1u);
+  EXPECT_EQ(sender.plane_info(0).failures, 0u);
+  EXPECT_EQ(sender.plane_info(1).failures, 1u);
+  EXPECT_EQ(sender.plane_info(1).state, transport::PlaneState::active);
+  EXPECT_GE(failed_at, 300'000'000u);
+  EXPECT_LT(failed_at, 700'000'000u) << "plane 1 failed only after the blackhole";
+  EXPECT_GE(recovered_at, 700'000'000u) << "plane 1 recovered inside the blackhole";
+  EXPECT_LT(recovered_at, 1'200'000'000u);
+  const std::uint64_t moved = sender.counters().packets_moved_to_other_planes;
+  ASSERT_FALSE(moved_candidates.empty()) << "plane 1 failed without a path of it failing";
+  EXPECT_NE(std::find(moved_candidates.begin(), moved_candidates.end(), moved), moved_candidates.end())
+      << moved << " packets moved: not what a path that failed then had in flight";
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(plane1_data_while_failed, plane1_at_failure) << "data sent on a failed plane";
+  EXPECT_GT(sender.plane_info(1).data_packets, plane1_at_failure) << "plane 1 carried nothing once back";
+  // Plane 0's links dropped nothing; plane 1's only in the blackhole.
+  EXPECT_EQ(lb->forward_link(0)->fabric_counters().dropped(), 0u);
+  EXPECT_EQ(lb->backward_link(0)->fabric_counters().dropped(), 0u);
+  const auto& f1 = lb->forward_link(1)->fabric_counters();
+  EXPECT_GT(f1.dropped_blackhole, 0u);
+  EXPECT_EQ(f1.dropped(), f1.dropped_blackhole);
+  std::printf("plane 1 failed %.1f ms into the blackhole, back %.1f ms after it; %llu packets moved to plane 0%s, "
+              "%llu WRITEs\n",
+              double(failed_at - 300'000'000) / 1e6, double(recovered_at - 700'000'000) / 1e6,
+              static_cast<unsigned long long>(sender.counters().packets_moved_to_other_planes),
+              fmt::format(" (what its last path had in flight; {} of its paths failed in that turn)",
+                          moved_candidates.size()).c_str(),
+              static_cast<unsigned long long>(posted));
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+#!/bin/bash
+# Two planes between two processes: metaroce-perf --server and --client in
+# network namespaces of their own, joined by two veth pairs (one per
+# plane), each end a net_af_packet port per plane (--preset and --iface
+# given twice). The connection manager agrees on two planes; WRITEs go
+# over both. Mid-transfer the client's plane-1 veth is set down (`ip link
+# set ... down`; net_af_packet reports its link up whatever the
+# interface, so the engine reads IFF_RUNNING): both hosts see the link go
+# down, the plane fails at both ends and its traffic moves to plane 0; set
+# up again, the plane comes back. The transfer completes with every byte
+# verified and nothing missing. Root only (skips else); always cleans up.
+# Prints TAP.
+# Usage: planes_netns_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
+perf="$1"
+presets="$2"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "1..0 # SKIP not root: network namespaces and veths need root (run tools/test as root)"
+  exit 0
+fi
+tag=$$
+ns_c="mr-pc-$tag" ns_s="mr-ps-$tag"
+work=$(mktemp -d)
+started=""
+server_pid= client_pid=
+cleanup() {
+  for pid in $server_pid $client_pid; do kill -9 "$pid" 2>/dev/null; done
+  for ns in "$ns_c" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
+  for pid in $started; do rm -rf "/var/run/dpdk/metaroce-perf-$pid"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+  n=$((n + 1)); failed=1; echo "not ok $n - $1"
+  for f in "$work"/*.out; do [ -f "$f" ] && tail -25 "$f" | sed "s|^|# $(basename "$f"): |"; done
+}
+check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+
+set -e
+ip netns add "$ns_c"
+ip netns add "$ns_s"
+for k in 0 1; do
+  ip link add "c$k" netns "$ns_c" type veth peer name "s$k" netns "$ns_s"
+  for pair in "$ns_c c$k" "$ns_s s$k"; do
+    set -- $pair
+    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+    ip -n "$1" link set "$2" mtu 9000 up
+  done
+done
+mac_s0=$(ip -n "$ns_s" -o link show s0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+set +e
+preset="$presets/net_af_packet.ini"
+
+echo "1..8"
+ip netns exec "$ns_s" "$perf" --server --preset "$preset" --iface s0 --preset "$preset" --iface s1 \
+  --local-ip 10.79.0.2 --local-ip 10.79.1.2 --idle-sleep-us 5 --json "$work/server.json" >"$work/server.out" 2>&1 &
+server_pid=$!
+started="$started $server_pid"
+sleep 1
+ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --preset "$preset" --iface c0 \
+  --preset "$preset" --iface c1 --local-ip 10.79.0.1 --local-ip 10.79.1.1 --paths 8 -s 65536 -D 8 --verify \
+  --idle-sleep-us 5 --json "$work/client.json" >"$work/client.out" 2>&1 &
+client_pid=$!
+started="$started $client_pid"
+for _ in $(seq 50); do grep -q '^\[' "$work/client.out" 2>/dev/null && break; sleep 0.2; done
+check "the client is transferring over two planes (a progress line)" "grep -q '^\\[' '$work/client.out'"
+sleep 1.5
+ip -n "$ns_c" link set c1 down
+sleep 2
+ip -n "$ns_c" link set c1 up
+timeout 60 tail --pid="$client_pid" -f /dev/null || kill -9 "$client_pid" 2>/dev/null
+wait "$client_pid"
+status=$?
+client_pid=
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+server_status=$?
+server_pid=
+check "the client exits 0, every byte verified, nothing missing" \
+  "[ $status -eq 0 ] && grep -q 'verify: every byte of every message checked, all correct' '$work/client.out' \
+   && jq -e '.ok and .results[0].iterations > 0 and .results[0].wrong_messages == 0
+     and .results[0].missing_messages == 0' '$work/client.json' >/dev/null"
+check "the server exits 0 after the client's last disconnect, nothing wrong" \
+  "[ $server_status -eq 0 ] && grep -q 'closed: [0-9]* messages checked, 0 wrong' '$work/server.out'"
+check "both planes carried data" \
+  "jq -e '(.planes | length) == 2 and all(.planes[]; .data_packets > 0)' '$work/client.json' >/dev/null"
+check "the client's host saw plane 1's link go down and come back (exactly two changes), none on plane 0" \
+  "jq -e '.host_a.link_changes == 2 and .planes[0].failures == 0' '$work/client.json' >/dev/null"
+check "the client's connection failed plane 1 and every failure recovered" \
+  "jq -e '.connection_a.planes_failed >= 1 and .connection_a.planes_recovered == .connection_a.planes_failed
+     and .planes[1].failures == .connection_a.planes_failed and .planes[1].state == \"active\"' '$work/client.json' >/dev/null"
+check "the server's host saw the carrier go and come back (two changes)" \
+  "jq -e '.host_b.link_changes == 2' '$work/server.json' >/dev/null"
+check "the server's connection failed plane 1 too and recovered it" \
+  "jq -e '.connection_b.planes_failed >= 1 and .connection_b.planes_recovered == .connection_b.planes_failed' \
+     '$work/server.json' >/dev/null"
+exit $failed
