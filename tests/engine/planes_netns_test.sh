@@ -10,9 +10,12 @@
 # up again, the plane comes back. The transfer completes with every byte
 # verified and nothing missing. Root only (skips else); always cleans up.
 # Prints TAP.
-# Usage: planes_netns_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
+# Then metaroce-gen -> metaroce-sink over the same two planes.
+# Usage: planes_netns_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR PATH/metaroce-gen PATH/metaroce-sink
 perf="$1"
 presets="$2"
+gen="$3"
+sink="$4"
 if [ "$(id -u)" -ne 0 ]; then
   echo "1..0 # SKIP not root: network namespaces and veths need root (run tools/test as root)"
   exit 0
@@ -21,11 +24,13 @@ tag=$$
 ns_c="mr-pc-$tag" ns_s="mr-ps-$tag"
 work=$(mktemp -d)
 started=""
+started_gs=""
 server_pid= client_pid=
 cleanup() {
   for pid in $server_pid $client_pid; do kill -9 "$pid" 2>/dev/null; done
   for ns in "$ns_c" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
   for pid in $started; do rm -rf "/var/run/dpdk/metaroce-perf-$pid"; done
+  for pid in $started_gs; do rm -rf "/var/run/dpdk/metaroce-sink-$pid"; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -54,7 +59,7 @@ mac_s0=$(ip -n "$ns_s" -o link show s0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).
 set +e
 preset="$presets/net_af_packet.ini"
 
-echo "1..8"
+echo "1..11"
 ip netns exec "$ns_s" "$perf" --server --preset "$preset" --iface s0 --preset "$preset" --iface s1 \
   --local-ip 10.79.0.2 --local-ip 10.79.1.2 --idle-sleep-us 5 --json "$work/server.json" >"$work/server.out" 2>&1 &
 server_pid=$!
@@ -98,4 +103,31 @@ check "the server's host saw the carrier go and come back (two changes)" \
 check "the server's connection failed plane 1 too and recovered it" \
   "jq -e '.connection_b.planes_failed >= 1 and .connection_b.planes_recovered == .connection_b.planes_failed' \
      '$work/server.json' >/dev/null"
+
+# metaroce-gen -> metaroce-sink over the same two planes (a --preset and
+# --iface per plane at each end): every message verified once, and the
+# kernel's counters of plane 1's veth show it carried the data too.
+tx_packets() { ip -n "$1" -s -j link show "$2" | jq '.[0].stats64.tx.packets'; }
+c1_before=$(tx_packets "$ns_c" c1)
+ip netns exec "$ns_s" "$sink" --preset "$preset" --iface s0 --preset "$preset" --iface s1 --local-ip 10.79.0.2 \
+  --idle-sleep-us 5 --json "$work/sink.json" >"$work/sink.out" 2>&1 &
+server_pid=$!
+started_gs="$server_pid"
+sleep 1
+timeout 60 ip netns exec "$ns_c" "$gen" --preset "$preset" --iface c0 --preset "$preset" --iface c1 \
+  --local-ip 10.79.0.1 --sink 10.79.0.2 --peer-mac "$mac_s0" --idle-sleep-us 5 -c 2 --paths 8 -n 2000 -s 64k \
+  --json "$work/gen.json" >"$work/gen.out" 2>&1
+gen_status=$?
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+sink_status=$?
+server_pid=
+c1_after=$(tx_packets "$ns_c" c1)
+check "metaroce-gen and metaroce-sink over two planes exit 0 (gen $gen_status, sink $sink_status)" \
+  "[ $gen_status -eq 0 ] && [ $sink_status -eq 0 ]"
+check "the sink verified all 4000 messages (2000 per connection) once, nothing wrong or missing" \
+  "jq -e '.ok and .messages == 4000 and .wrong == 0 and .missing == 0 and .duplicates == 0' '$work/sink.json' >/dev/null"
+check "plane 1 (veth c1) carried over a quarter of the 64000 data packets ($((c1_after - c1_before)) frames)" \
+  "[ $((c1_after - c1_before)) -gt 16000 ]"
 exit $failed
