@@ -759,8 +759,18 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
     result.lcores.push_back(sl);
     result.lcores.push_back(rl);
   }
-  // Let the last ACKs and retransmissions settle before tearing down.
-  for (int i = 0; i < 1000; ++i)
+  // Let the last ACKs and retransmissions settle before tearing down; a
+  // plane failed near the end gets up to half a second for its probes to
+  // bring it back, so each plane's state below is what it came to.
+  const auto a_plane_failed = [&] {
+    for (std::uint16_t k = 0; k < lanes; ++k)
+      for (auto* c : senders[k]->senders)
+        for (std::uint16_t p = 0; p < lb.planes(); ++p)
+          if (c->plane_info(p).state == transport::PlaneState::failed) return true;
+    return false;
+  };
+  const std::uint64_t settle_until = lb.host_a(0).now_ns() + 500'000'000;
+  for (int i = 0; i < 1000 || (a_plane_failed() && lb.host_a(0).now_ns() < settle_until); ++i)
     for (std::uint16_t k = 0; k < lanes; ++k) {
       lb.poll_side_a(k);
       lb.poll_side_b(k);
