@@ -72,6 +72,9 @@ class MetaroceConnection final : public Connection {
   std::size_t send_data_packet(Time now, std::uint64_t rel, std::uint16_t path, TxBatch& out);
   bool send_probe(Time now, std::uint16_t path, TxBatch& out);
   std::int32_t pick_path(bool for_retransmit);
+  // pick_path for a new packet over several planes: the plane by weight
+  // (its usable paths' windows), then its paths in turn.
+  std::int32_t pick_path_by_plane();
   bool next_new_packet(std::uint64_t& rel);
   void on_ack(Time now, const wire::ParsedFrame& frame);
   void on_path_ack(Time now, const wire::MrPathAck& block);
@@ -158,6 +161,8 @@ class MetaroceConnection final : public Connection {
   std::uint32_t stalled_rounds_ = 0;  // RTOs of failed paths while none is active
   struct Plane {
     PlaneInfo stats;
+    std::int64_t credit = 0;      // smooth weighted round robin over the planes (pick_path_by_plane)
+    std::uint16_t next_path = 0;  // its own paths' round robin: the j-th is path plane + j x planes
   };
   std::array<Plane, max_planes> planes_{};
   std::uint16_t last_rx_plane_ = 0;

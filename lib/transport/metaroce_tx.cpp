@@ -1,6 +1,7 @@
 // Connection, send side: segmentation, spraying over paths, SACK processing,
 // loss recovery (gap, tail-loss probe, timeout), failed paths, RNR retry.
 #include <algorithm>
+#include <array>
 
 #include "transport/metaroce_internal.hpp"
 
@@ -227,7 +228,62 @@ void MetaroceConnection::set_plane_link(Time now, std::uint16_t plane_id, bool u
 
 // ---------------------------------------------------------------- transmit
 
+// Over several planes a new packet's plane is drawn in proportion to the
+// planes' windows (each the sum of its usable paths' windows), by smooth
+// weighted round robin: each plane with room on a usable path gains its
+// weight, the one with the most credit sends and gives back the sum of
+// the weights. With equal windows the planes take turns, and taking their
+// paths in turn too this is plain round robin over the paths; a plane
+// whose window congestion control has shrunk gets its share of the
+// packets even while the others' windows have room. Then the plane's own
+// paths in turn, skipping those without room.
+std::int32_t MetaroceConnection::pick_path_by_plane() {
+  const std::uint32_t n = config_.paths, planes = config_.planes;
+  const auto window_of = [&](std::uint32_t p) {
+    return std::min({config_.path_window, congestion_->path_window(static_cast<std::uint16_t>(p)),
+                     static_cast<std::uint32_t>(wire::sack_bits)});
+  };
+  const auto has_room = [&](std::uint32_t p, std::uint32_t window) {
+    const TxPath& path = tx_paths_[p];
+    return path.in_flight < window && path.next_seq - path.una < wire::sack_bits;
+  };
+  std::array<std::int64_t, max_planes> weight{};
+  std::array<bool, max_planes> room{};
+  for (std::uint32_t p = 0; p < n; ++p) {
+    const TxPath& path = tx_paths_[p];
+    if (!usable(path)) continue;
+    const std::uint32_t window = window_of(p);
+    weight[path.plane] += window;
+    room[path.plane] = room[path.plane] || has_room(p, window);
+  }
+  std::int64_t total = 0;
+  std::int32_t best = -1;
+  for (std::uint32_t k = 0; k < planes; ++k) {
+    if (!room[k]) continue;
+    total += weight[k];
+    planes_[k].credit += weight[k];
+    if (best < 0 || planes_[k].credit > planes_[static_cast<std::uint32_t>(best)].credit)
+      best = static_cast<std::int32_t>(k);
+  }
+  if (best < 0) return -1;
+  const auto k = static_cast<std::uint32_t>(best);
+  Plane& plane = planes_[k];
+  plane.credit -= total;
+  const std::uint32_t in_plane = (n - k + planes - 1) / planes;  // paths k, k + planes, ... below n
+  for (std::uint32_t i = 0; i < in_plane; ++i) {
+    std::uint32_t j = plane.next_path + i;
+    if (j >= in_plane) j -= in_plane;
+    const std::uint32_t p = k + j * planes;
+    if (!usable(tx_paths_[p]) || !has_room(p, window_of(p))) continue;
+    if (tx_paths_[p].seq_slot == nullptr && !take_path_slots(tx_paths_[p])) return -1;  // the pool is dry: wait
+    plane.next_path = static_cast<std::uint16_t>(j + 1 == in_plane ? 0 : j + 1);
+    return static_cast<std::int32_t>(p);
+  }
+  return -1;  // (not reached: the plane had room)
+}
+
 std::int32_t MetaroceConnection::pick_path(bool for_retransmit) {
+  if (!for_retransmit && config_.planes > 1) return pick_path_by_plane();
   std::int32_t best = -1;
   const std::uint32_t n = config_.paths;
   // Round robin from rr_next_path_ (< n), wrapped without a division: this

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -208,6 +210,50 @@ TEST(Planes, PathsAreSprayedOverEveryPlaneThroughItsPort) {
     EXPECT_EQ(net.pair.b->counters().data_bytes_placed, 16u * 4096);
     EXPECT_EQ(net.pair.a->counters().retransmitted_packets, 0u);
   }
+}
+
+// Windows of 12 packets on plane 0's paths and 4 on plane 1's (as a
+// congestion control that backed off on plane 1 would give).
+class SplitWindows final : public transport::CongestionControl {
+ public:
+  explicit SplitWindows(std::uint16_t planes) : planes_(planes) {}
+  void on_send(std::uint16_t, std::uint32_t, Time) override {}
+  void on_ack(std::uint16_t, std::uint32_t, std::uint32_t, Time, Time) override {}
+  void on_loss(std::uint16_t, Time) override {}
+  void on_rate_hint(std::uint32_t, Time) override {}
+  [[nodiscard]] std::uint32_t path_window(std::uint16_t path) const override { return path % planes_ == 0 ? 12 : 4; }
+  [[nodiscard]] std::uint32_t connection_window() const override { return 4096; }
+  [[nodiscard]] std::string_view name() const override { return "split"; }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override { return sizeof(*this); }
+
+ private:
+  std::uint16_t planes_;
+};
+
+// New packets go to each plane in proportion to its window, not in turn
+// over the paths: 16 packets into windows of 24 (plane 0) and 8 (plane 1)
+// with room to spare everywhere leave 12 and 4 (round robin over the paths
+// would have sent 8 and 8). Then everything completes once.
+TEST(Planes, NewPacketsGoToEachPlaneInProportionToItsWindow) {
+  PlaneNetwork net(planes_config(2, 4));
+  const transport::ConnectionConfig ca = net.pair.a->config();
+  std::string error;
+  net.pair.a = transport::Connection::create(ca, net.pair.mem_a, net.pair.wheel_a, std::make_unique<SplitWindows>(2),
+                                             error);
+  ASSERT_TRUE(net.pair.a) << error;
+  net.pair.a->connect();
+  post_writes(net, 4, 4096);  // 16 packets of 1024 bytes
+  for (int i = 0; i < 3; ++i) net.step();  // before the first ACK (5 us away)
+  EXPECT_EQ(net.data_frames[0], 12u);
+  EXPECT_EQ(net.data_frames[1], 4u);
+  EXPECT_EQ(net.pair.a->path_info(0).sent + net.pair.a->path_info(2).sent, 12u);
+  EXPECT_EQ(net.pair.a->path_info(1).sent, 2u);
+  EXPECT_EQ(net.pair.a->path_info(3).sent, 2u);
+  ASSERT_TRUE(net.run_until_completions(4, 20'000'000));
+  expect_each_completed_once(net.done, 1, 4);
+  EXPECT_TRUE(bytes_placed(net.pair, 4 * 4096));
+  EXPECT_EQ(net.misrouted, 0u);
+  EXPECT_EQ(net.pair.a->counters().retransmitted_packets, 0u);
 }
 
 TEST(Planes, LinkDownMovesItsPacketsToTheOtherPlaneAndProbesBringItBack) {
