@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "secure/trailer.hpp"
 #include "timer/wheel.hpp"
 #include "transport/config.hpp"
 #include "transport/congestion.hpp"
@@ -57,6 +58,18 @@ enum class PostResult : std::uint8_t {
 };
 
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;
+
+// The keys of a secure connection (doc/WIRE.md, "Secure trailer"): one per
+// direction, each named by its SPI. Both ends hold the same two, crossed:
+// one end's tx is the other's rx.
+struct SecurityConfig {
+  secure::Algorithm algorithm = secure::Algorithm::aes256_gcm;
+  secure::Protection protection = secure::Protection::encrypt;
+  std::array<std::uint8_t, secure::max_key_bytes> tx_key{};
+  std::array<std::uint8_t, secure::max_key_bytes> rx_key{};
+  std::uint32_t tx_spi = 0;
+  std::uint32_t rx_spi = 0;
+};
 
 enum class PathState : std::uint8_t { active, failed };
 
@@ -119,8 +132,36 @@ class alignas(64) Connection {
   virtual PostResult post_send(const SendRequest& request) = 0;
   virtual PostResult post_receive(const ReceiveRequest& request) = 0;
 
-  virtual void on_frame(Time now, const wire::ParsedFrame& frame) = 0;
-  virtual void poll(Time now, TxBatch& out) = 0;
+  // A secure connection (set_security) first checks the frame's trailer
+  // (parsed with ParseOptions::secure_trailer): a frame without one, with
+  // another key's SPI, a counter seen before or a tag that does not match
+  // is dropped under its counter before any of it is read. Encrypted
+  // payloads are opened into the connection's own buffer, so the frame's
+  // bytes are never written.
+  void on_frame(Time now, const wire::ParsedFrame& frame) {
+    if (opener_ == nullptr) {
+      on_checked_frame(now, frame);
+      return;
+    }
+    on_secure_frame(now, frame);
+  }
+  // A secure connection seals every frame it emits (data, retransmission,
+  // probe, ACK, NAK, request) with the next counter of its key.
+  void poll(Time now, TxBatch& out) {
+    if (sealer_ == nullptr) {
+      poll_frames(now, out);
+      return;
+    }
+    const std::size_t start = out.size();
+    poll_frames(now, out);
+    seal_frames(out, start);
+  }
+  // From now on every frame sent is sealed with config.tx_key and every
+  // frame received must open with config.rx_key; before the first frame
+  // either way. False (and the connection as it was) when OpenSSL refuses
+  // a key: `error` says why.
+  bool set_security(const SecurityConfig& config, std::string& error);
+  [[nodiscard]] bool secure() const noexcept { return sealer_ != nullptr; }
   // True when poll() has something to send right now (it stopped at its
   // burst limit, or a timer or an arrival made work); the owner should call
   // it again without waiting.
@@ -197,6 +238,10 @@ class alignas(64) Connection {
   static constexpr std::size_t burst_limit = 64;
 
  protected:
+  // Each mode's receive and transmit: on_frame and poll around them.
+  virtual void on_checked_frame(Time now, const wire::ParsedFrame& frame) = 0;
+  virtual void poll_frames(Time now, TxBatch& out) = 0;
+
   Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
              std::unique_ptr<CongestionControl> congestion, HostPools* pools)
       : config_(config),
@@ -264,6 +309,14 @@ class alignas(64) Connection {
   HostPools* pools_;
 
  private:
+  void on_secure_frame(Time now, const wire::ParsedFrame& frame);
+  void seal_frames(TxBatch& out, std::size_t start);
+  std::unique_ptr<secure::Sealer> sealer_;  // null: no security, nothing checked or added
+  std::unique_ptr<secure::Opener> opener_;
+  secure::Protection protection_ = secure::Protection::encrypt;
+  std::vector<std::uint8_t> secure_rx_;  // an encrypted frame's protected region, opened
+  std::vector<std::uint8_t> secure_tx_;  // a frame being sealed
+
   friend class ReadyList;
   friend class BlockPool;
   friend class ReceiveShare;

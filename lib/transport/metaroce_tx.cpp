@@ -443,7 +443,7 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   return true;
 }
 
-void MetaroceConnection::poll(Time now, TxBatch& out) {
+void MetaroceConnection::poll_frames(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();

@@ -127,7 +127,7 @@ std::size_t RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatc
   return t.size() + length + trailer_len;
 }
 
-void RoceConnection::poll(Time now, TxBatch& out) {
+void RoceConnection::poll_frames(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();

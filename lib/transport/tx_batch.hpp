@@ -116,6 +116,25 @@ class TxBatch {
     if (n != 0) finish();
   }
 
+  // Packet i becomes the whole frame `frame` (every byte but the ICRC,
+  // copied into the arena) followed by `icrc`: how a secure connection
+  // replaces a packet by its sealed form. Keeps its plane and port.
+  void replace(std::size_t i, std::span<const std::uint8_t> frame, std::uint32_t icrc) {
+    const std::span<std::uint8_t> room = header_space(frame.size());
+    std::copy(frame.begin(), frame.end(), room.begin());
+    TxDescriptor& d = packets_[i];
+    d.header_offset = static_cast<std::uint32_t>(used_);
+    d.header_len = static_cast<std::uint32_t>(frame.size());
+    d.payload = {};
+    wire::store_le32(d.trailer.data(), icrc);
+    d.trailer_len = wire::icrc_size;
+    d.unsealed = false;
+    used_ += frame.size();
+  }
+
+  // Drops packet i (the ones after it move up).
+  void remove(std::size_t i) { packets_.erase(packets_.begin() + static_cast<std::ptrdiff_t>(i)); }
+
   [[nodiscard]] std::size_t size() const noexcept { return packets_.size(); }
   [[nodiscard]] bool empty() const noexcept { return packets_.empty(); }
   [[nodiscard]] const TxDescriptor& operator[](std::size_t i) const noexcept { return packets_[i]; }
