@@ -44,6 +44,7 @@ transport::Connection* Host::add_connection(const transport::ConnectionConfig& c
   if (!c) return nullptr;
   auto* raw = c.get();
   if (hinted) raw->attach_receive_share(receive_share_);
+  if (raw->secure()) ++secure_connections_;
   connections_[config.local_qpn] = std::move(c);
   raw->attach_ready_list(&ready_);
   raw->attach_completion_list(&with_completions_);

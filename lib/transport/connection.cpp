@@ -179,9 +179,13 @@ std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, M
   error = validate(config);
   if (!error.empty()) return nullptr;
   if (!congestion) congestion = std::make_unique<FixedWindow>(config.path_window, config.psn_window);
+  std::unique_ptr<Connection> c;
   if (config.mode == Mode::rocev2)
-    return std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion), pools);
-  return std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion), pools);
+    c = std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion), pools);
+  else
+    c = std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion), pools);
+  if (config.security.enabled && !c->set_security(config.security, error)) return nullptr;
+  return c;
 }
 
 }  // namespace metaroce::transport

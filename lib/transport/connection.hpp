@@ -59,18 +59,6 @@ enum class PostResult : std::uint8_t {
 
 [[nodiscard]] std::string_view to_string(PostResult r) noexcept;
 
-// The keys of a secure connection (doc/WIRE.md, "Secure trailer"): one per
-// direction, each named by its SPI. Both ends hold the same two, crossed:
-// one end's tx is the other's rx.
-struct SecurityConfig {
-  secure::Algorithm algorithm = secure::Algorithm::aes256_gcm;
-  secure::Protection protection = secure::Protection::encrypt;
-  std::array<std::uint8_t, secure::max_key_bytes> tx_key{};
-  std::array<std::uint8_t, secure::max_key_bytes> rx_key{};
-  std::uint32_t tx_spi = 0;
-  std::uint32_t rx_spi = 0;
-};
-
 enum class PathState : std::uint8_t { active, failed };
 
 // What telemetry and tests may read about one path.
