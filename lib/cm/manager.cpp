@@ -20,6 +20,28 @@ std::string mac_of(const wire::MacAddress& m) {
 
 }  // namespace
 
+bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint32_t qpn_a, std::uint32_t qpn_b,
+               transport::SecurityConfig& a, transport::SecurityConfig& b) {
+  constexpr std::string_view label = "metaroce pair v1 keys";
+  std::vector<std::uint8_t> info(label.begin(), label.end());
+  for (const std::uint32_t v : {qpn_a, qpn_b})
+    for (int k = 3; k >= 0; --k) info.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  std::array<std::uint8_t, 2 * secure::max_key_bytes> okm{};
+  if (!secure::hkdf(psk, psk, info, okm)) return false;
+  a = transport::SecurityConfig{};
+  a.enabled = true;
+  a.protection = protection;
+  std::copy(okm.begin(), okm.begin() + secure::max_key_bytes, a.tx_key.begin());
+  std::copy(okm.begin() + secure::max_key_bytes, okm.end(), a.rx_key.begin());
+  a.tx_spi = qpn_b;  // a direction's SPI is its receiver's QPN
+  a.rx_spi = qpn_a;
+  b = a;
+  std::swap(b.tx_key, b.rx_key);
+  std::swap(b.tx_spi, b.rx_spi);
+  std::fill(okm.begin(), okm.end(), 0);
+  return true;
+}
+
 Manager::Manager(const ManagerConfig& config) : config_(config) {
   std::uint64_t seed = config.seed;
   if (seed == 0) {

@@ -148,6 +148,13 @@ struct Event {
 using AcceptFn = std::function<RejectReason(const transport::ConnectionConfig& config, const Message& request,
                                             std::vector<std::uint8_t>& reply_private_data)>;
 
+// Keys for a connection whose two ends are set up by one program (both
+// ends of --loopback), without a handshake: HKDF-SHA256 of `psk` for the
+// pair of QPNs, `a` the keys of the end with QPN qpn_a. False when OpenSSL
+// fails.
+bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint32_t qpn_a, std::uint32_t qpn_b,
+               transport::SecurityConfig& a, transport::SecurityConfig& b);
+
 class Manager {
  public:
   explicit Manager(const ManagerConfig& config);
