@@ -2,8 +2,10 @@
 # An on-path attacker for secure_attack_test.sh, run in the router namespace:
 # sniffs one real MR_WRITE frame forwarded towards the server on IFACE,
 # then injects, towards the server, copies that keep every header but:
-#   - a changed payload byte (the ICRC made right): must be secure_bad_tag;
-#   - a changed WRITE address byte (the ICRC made right): secure_bad_tag;
+#   - a changed payload byte under a fresh counter each (the ICRC made
+#     right): must be secure_bad_tag (with the seen counter it would be a
+#     replay, refused before its tag is checked);
+#   - a changed WRITE address byte, fresh counters: secure_bad_tag;
 #   - the exact frame again: secure_replayed;
 #   - another SPI (the ICRC made right): secure_bad_spi;
 #   - the trailer and its bytes cut off (lengths and ICRC right): a frame
@@ -75,7 +77,20 @@ while s > 0xFFFF:
 struct.pack_into(">H", f, 14 + 10, ~s & 0xFFFF)
 struct.pack_into(">H", f, 14 + 20 + 4, struct.unpack(">H", f[38:40])[0] - TRAILER)
 frames["stripped"] = fixed(f)
+
+
+def fresh(frame: bytes, k: int) -> bytes:
+    """The frame under counter 2^40 + k: above any the sender used."""
+    f = bytearray(frame)
+    struct.pack_into(">Q", f, trailer + 4, (1 << 40) + k)
+    return fixed(f)
+
+
 for name, frame in frames.items():
-    sendp([Ether(frame)] * count, iface=iface)
+    if name in ("payload", "header"):
+        batch = [Ether(fresh(frame, k + (count if name == "header" else 0))) for k in range(count)]
+    else:
+        batch = [Ether(frame)] * count
+    sendp(batch, iface=iface)
     print(f"{name} {count}")
 print("done", flush=True)
