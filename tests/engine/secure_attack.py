@@ -10,7 +10,8 @@
 #   - another SPI (the ICRC made right): secure_bad_spi;
 #   - the trailer and its bytes cut off (lengths and ICRC right): a frame
 #     whose last 28 payload bytes read as a trailer, another SPI.
-# Prints one line per kind with the number sent, then "done".
+# Prints "ready" once it listens, one line per kind with the number sent,
+# then "done".
 # Usage: secure_attack.py IFACE SERVER-MAC COUNT
 import struct
 import sys
@@ -48,6 +49,7 @@ def is_data(p) -> bool:
             and struct.unpack(">H", raw[36:38])[0] == 4791 and raw[42] == 0xC0)
 
 
+print("ready", flush=True)  # scapy is loaded: the transfer may start
 got = sniff(iface=iface, lfilter=is_data, count=1, timeout=60)
 if not got:
     print("no data frame seen")

@@ -103,6 +103,7 @@ count=20
 server --secure "$work/psk"
 ip netns exec "$ns_r" /usr/bin/python3 "$attack" r1 "$mac_s0" "$count" >"$work/attack.out" 2>&1 &
 attack_pid=$!
+for i in $(seq 200); do grep -q '^ready' "$work/attack.out" 2>/dev/null && break; sleep 0.1; done
 client 256 --secure "$work/psk"
 client_status=$?
 wait "$attack_pid"
