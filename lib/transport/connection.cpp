@@ -140,13 +140,16 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
 // auth-only) and the ICRC computed again over the whole.
 void Connection::seal_frames(TxBatch& out, std::size_t start) {
   for (std::size_t i = start; i < out.size();) {
-    secure_tx_.clear();
-    out.serialize(i, secure_tx_);
+    // The frame as built, its ICRC left out, with room for the trailer
+    // and the new ICRC after it.
+    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes + wire::icrc_size);
+    const std::size_t len = room.size() - wire::icrc_size;  // through the trailer
+    std::uint8_t* f = room.data();
+    // Its offsets, read before its lengths change (the parser stops where
+    // the UDP length says, before the room).
     wire::ParsedFrame p;
-    const bool parsed = wire::parse_frame(secure_tx_, p, wire::ParseOptions{false, false}) == wire::ParseError::ok;
-    const std::size_t icrc_at = secure_tx_.size() - wire::icrc_size;
-    secure_tx_.resize(icrc_at + secure::trailer_bytes);
-    std::uint8_t* f = secure_tx_.data();
+    const bool parsed = wire::parse_frame(wire::ByteSpan(f, room.size()), p, wire::ParseOptions{false, false}) ==
+                        wire::ParseError::ok;
     if (parsed) {
       std::uint8_t* ip = f + p.l3_offset;
       if (p.ip_version == 4) {
@@ -159,14 +162,13 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
       std::uint8_t* udp = f + p.l4_offset;
       wire::store_be16(udp + 4, static_cast<std::uint16_t>(wire::load_be16(udp + 4) + secure::trailer_bytes));
     }
-    if (!parsed || !sealer_->seal(std::span<std::uint8_t>(f + p.bth_offset, secure_tx_.size() - p.bth_offset),
+    if (!parsed || !sealer_->seal(std::span<std::uint8_t>(f + p.bth_offset, len - p.bth_offset),
                                   std::size_t{p.payload_offset} - p.bth_offset)) {
       ++counters_.secure_seal_failures;
       out.remove(i);  // never unauthenticated: the peer would drop it; the sender resends what it carried
       continue;
     }
-    out.replace(i, secure_tx_,
-                wire::compute_icrc(wire::ByteSpan(f + p.l3_offset, secure_tx_.size() - p.l3_offset)));
+    out.finish_rebuild(i, len, wire::compute_icrc(wire::ByteSpan(f + p.l3_offset, len - p.l3_offset)));
     ++counters_.secure_frames_sealed;
     ++i;
   }

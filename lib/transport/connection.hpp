@@ -303,7 +303,6 @@ class alignas(64) Connection {
   std::unique_ptr<secure::Opener> opener_;
   secure::Protection protection_ = secure::Protection::encrypt;
   std::vector<std::uint8_t> secure_rx_;  // an encrypted frame's protected region, opened
-  std::vector<std::uint8_t> secure_tx_;  // a frame being sealed
 
   friend class ReadyList;
   friend class BlockPool;
