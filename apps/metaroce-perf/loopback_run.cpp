@@ -19,6 +19,7 @@
 
 #include "cc/fair_share.hpp"
 #include "cc/registry.hpp"
+#include "cm/manager.hpp"
 #include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
 #include "engine/telemetry.hpp"
@@ -632,6 +633,14 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   // touched their windows (then with this size's message buffers too).
   std::uint64_t rss_before = 0;
   config.before_connections = [&rss_before] { rss_before = apps::resident_bytes(); };
+  if (!o.key_file.empty())
+    config.secure_pair = [&o](transport::ConnectionConfig& a, transport::ConnectionConfig& b, std::string& error) {
+      if (cm::pair_keys(o.psk, o.auth_only ? secure::Protection::auth_only : secure::Protection::encrypt,
+                        a.local_qpn, b.local_qpn, a.security, b.security))
+        return true;
+      error = "--secure: OpenSSL could not derive the connections' keys";
+      return false;
+    };
   auto loopback = engine::Loopback::create(config, run.error);
   if (!loopback) {
     if (o.mode == transport::Mode::rocev2)

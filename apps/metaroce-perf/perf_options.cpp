@@ -11,6 +11,7 @@
 #include "common/preset_iface.hpp"
 #include "common/receive_capacity.hpp"
 #include "fabric/spec.hpp"
+#include "secure/keys.hpp"
 #include "stack/address.hpp"
 #include "wire/ip_address.hpp"
 
@@ -106,7 +107,13 @@ po::options_description describe() {
       ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
               "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
-              "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
+              "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes")
+      ("secure", po::value<std::string>(), "authenticate every packet and connection message with the pre-shared "
+                                           "key in FILE (at least 32 random bytes, readable by its owner only; "
+                                           "the peer needs the same file): AES-256-GCM per packet, keys per "
+                                           "connection (X25519 through the connection manager; --loopback: "
+                                           "derived from FILE per pair), payload encrypted unless --auth-only")
+      ("auth-only", "with --secure: authenticate every packet, encrypt nothing");
   return d;
 }
 
@@ -441,6 +448,21 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                             clash);
       return ParseOutcome::error;
     }
+  }
+  o.auth_only = vm.count("auth-only") != 0;
+  if (vm.count("secure")) {
+    o.key_file = vm["secure"].as<std::string>();
+    if (o.raw) {
+      message = "--raw sends bare frames with no transport: drop --secure";
+      return ParseOutcome::error;
+    }
+    if (!secure::load_psk(o.key_file, o.psk, message)) {
+      message = "--secure: " + message;
+      return ParseOutcome::error;
+    }
+  } else if (o.auth_only) {
+    message = "--auth-only goes with --secure FILE: give the key file";
+    return ParseOutcome::error;
   }
   o.verify = vm.count("verify") != 0;
   o.report_gbits = vm.count("report-gbits") != 0;

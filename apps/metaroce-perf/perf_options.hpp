@@ -10,6 +10,7 @@
 #include "common/command_line.hpp"
 #include "common/plane_ports.hpp"
 
+#include "secure/keys.hpp"
 #include "transport/types.hpp"
 
 namespace metaroce::perf {
@@ -100,6 +101,10 @@ struct PerfOptions {
   // side takes every frame and hands the others' to them.
   bool software_handoff = false;
   std::uint64_t receive_capacity_bps = 0;  // --receive-capacity; 0: each receiving port's link rate
+  // --secure FILE: its key (loaded when parsed), --auth-only.
+  std::string key_file;
+  secure::Psk psk{};
+  bool auth_only = false;
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
 };

@@ -57,6 +57,14 @@ double cm_setup_rate(const RunResult& run) {
 
 }  // namespace
 
+namespace {
+const char* security_line(const PerfOptions& o) {
+  if (o.key_file.empty()) return "off";
+  return o.auth_only ? "AES-256-GCM tag on every packet, payload in the clear (--secure --auth-only)"
+                     : "AES-256-GCM on every packet, payload encrypted (--secure)";
+}
+}  // namespace
+
 void print_header(std::FILE* out, const PerfOptions& o) {
   std::fputs(rule, out);
   if (o.raw) {
@@ -79,6 +87,7 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " Connections   : up to %u at once (--max-connections)\n", o.max_connections);
     std::fprintf(out, " Verify        : as each client asks (its --verify)\n");
     std::fprintf(out, " Congestion    : as each client asks (its --cc)\n");
+    std::fprintf(out, " Security      : %s\n", security_line(o));
   } else {
     std::fprintf(out, "                    RDMA_%s %s Test (metaroce-perf, %s)\n",
                  [&] {
@@ -93,6 +102,7 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " TX depth      : %u per connection\n", o.tx_depth);
     std::fprintf(out, " Connections   : %u\n", o.qps);
     std::fprintf(out, " Verify        : %s\n", !o.verify ? "off" : is_atomic(o.op) ? "every returned value" : "every byte");
+    std::fprintf(out, " Security      : %s\n", security_line(o));
     if (o.role == PerfRole::loopback) {
       std::fprintf(out, " Fabric        : %s%s\n", o.fabric_spec.empty() ? "none" : o.fabric_spec.c_str(),
                    o.planes > 1 && !o.fabric_spec.empty() ? " (every plane)" : "");
@@ -209,6 +219,7 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
       .add("loopback", o.role == PerfRole::loopback)
       .add("role", o.role == PerfRole::server ? "server" : o.role == PerfRole::client ? "client" : "loopback")
       .add("mode", std::string(transport::to_string(o.mode)))
+      .add("security", o.key_file.empty() ? "off" : o.auth_only ? "auth" : "encrypt")
       .add("op", to_string(o.op))
       .add("test", o.test == PerfTest::lat ? "lat" : "bw")
       .add("paths", unsigned{o.paths})

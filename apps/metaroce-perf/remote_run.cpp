@@ -171,6 +171,8 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.idle_sleep_us = o.idle_sleep_us;
   r.receive_capacity_bps = o.receive_capacity_bps;
   r.connect_timeout_s = o.cm_timeout_s;
+  r.key_file = o.key_file;
+  r.auth_only = o.auth_only;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.
   r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;

@@ -62,6 +62,14 @@ struct EndpointConfig {
   // here (their rate hint). 0: the port's link rate less 3% (100 Gb/s when
   // the driver reports none).
   std::uint64_t receive_capacity_bps = 0;
+  // Security: a pre-shared key file both ends hold (at least 32 random
+  // bytes, readable by its owner only). Every connection manager message
+  // is authenticated with it, each connection gets keys of its own (X25519
+  // + HKDF), and every packet carries an AES-256-GCM tag; its payload is
+  // encrypted unless `auth_only`. Empty: no security. A peer must use the
+  // same file and the same `auth_only`, or the connect fails saying so.
+  std::string key_file;
+  bool auth_only = false;
 };
 
 struct ConnectOptions {

@@ -20,6 +20,28 @@ std::string mac_of(const wire::MacAddress& m) {
 
 }  // namespace
 
+bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint32_t qpn_a, std::uint32_t qpn_b,
+               transport::SecurityConfig& a, transport::SecurityConfig& b) {
+  constexpr std::string_view label = "metaroce pair v1 keys";
+  std::vector<std::uint8_t> info(label.begin(), label.end());
+  for (const std::uint32_t v : {qpn_a, qpn_b})
+    for (int k = 3; k >= 0; --k) info.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  std::array<std::uint8_t, 2 * secure::max_key_bytes> okm{};
+  if (!secure::hkdf(psk, psk, info, okm)) return false;
+  a = transport::SecurityConfig{};
+  a.enabled = true;
+  a.protection = protection;
+  std::copy(okm.begin(), okm.begin() + secure::max_key_bytes, a.tx_key.begin());
+  std::copy(okm.begin() + secure::max_key_bytes, okm.end(), a.rx_key.begin());
+  a.tx_spi = qpn_b;  // a direction's SPI is its receiver's QPN
+  a.rx_spi = qpn_a;
+  b = a;
+  std::swap(b.tx_key, b.rx_key);
+  std::swap(b.tx_spi, b.rx_spi);
+  std::fill(okm.begin(), okm.end(), 0);
+  return true;
+}
+
 Manager::Manager(const ManagerConfig& config) : config_(config) {
   std::uint64_t seed = config.seed;
   if (seed == 0) {
@@ -62,8 +84,100 @@ void Manager::take_planes(transport::ConnectionConfig& c, std::uint16_t planes, 
   }
 }
 
+std::vector<std::uint8_t> Manager::frame_of(const transport::Endpoints& endpoints, const Message& m) const {
+  if (!config_.secure) return build_frame(endpoints, config_.cm_src_port, m);
+  Message s = m;
+  s.secured = true;
+  s.auth_only = config_.protection == secure::Protection::auth_only;
+  return build_frame(endpoints, config_.cm_src_port, s, &config_.psk);
+}
+
 void Manager::send(const transport::Endpoints& endpoints, const Message& m) {
-  out_.push_back(build_frame(endpoints, config_.cm_src_port, m));
+  out_.push_back(frame_of(endpoints, m));
+}
+
+bool Manager::derive_keys(const secure::EphemeralKey& mine, const secure::PublicKey& peer, bool client,
+                          std::uint32_t nonce, std::uint32_t client_qpn, std::uint32_t server_qpn,
+                          transport::SecurityConfig& out) const {
+  std::array<std::uint8_t, 32> shared{};
+  if (!mine.agree(peer, shared)) return false;
+  // info: a label, the attempt and both public keys (client's first), so
+  // the keys are this connection's and no other's.
+  constexpr std::string_view label = "metaroce cm v1 keys";
+  std::vector<std::uint8_t> info(label.begin(), label.end());
+  const auto put32 = [&](std::uint32_t v) {
+    for (int k = 3; k >= 0; --k) info.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  };
+  put32(nonce);
+  put32(client_qpn);
+  put32(server_qpn);
+  const secure::PublicKey& client_pub = client ? mine.public_key() : peer;
+  const secure::PublicKey& server_pub = client ? peer : mine.public_key();
+  info.insert(info.end(), client_pub.begin(), client_pub.end());
+  info.insert(info.end(), server_pub.begin(), server_pub.end());
+  std::array<std::uint8_t, 2 * secure::max_key_bytes> okm{};
+  const bool ok = secure::hkdf(config_.psk, shared, info, okm);
+  std::fill(shared.begin(), shared.end(), 0);
+  if (!ok) return false;
+  out = transport::SecurityConfig{};
+  out.enabled = true;
+  out.algorithm = secure::Algorithm::aes256_gcm;
+  out.protection = config_.protection;
+  // Client to server first, then server to client; a direction's SPI is
+  // its receiver's QPN.
+  const auto c2s = std::span<const std::uint8_t>(okm.data(), secure::max_key_bytes);
+  const auto s2c = std::span<const std::uint8_t>(okm.data() + secure::max_key_bytes, secure::max_key_bytes);
+  std::copy(c2s.begin(), c2s.end(), (client ? out.tx_key : out.rx_key).begin());
+  std::copy(s2c.begin(), s2c.end(), (client ? out.rx_key : out.tx_key).begin());
+  out.tx_spi = client ? server_qpn : client_qpn;
+  out.rx_spi = client ? client_qpn : server_qpn;
+  std::fill(okm.begin(), okm.end(), 0);
+  return true;
+}
+
+void Manager::fail_attempt(std::uint32_t nonce, const std::string& why) {
+  const auto id = nonce_to_id_.find(nonce);
+  if (id == nonce_to_id_.end()) {
+    ++counters_.stale_messages;
+    return;
+  }
+  Attempt& a = attempts_.at(id->second);
+  if (a.done) return;
+  settle(a);
+  a.failed = true;
+  qpn_to_peer_.erase(a.config.local_qpn);
+  Event e;
+  e.kind = EventKind::failed;
+  e.id = id->second;
+  e.error = fmt::format("{}: {}", address_of(a.config.endpoints), why);
+  events_.push_back(std::move(e));
+}
+
+// Nothing an unauthenticated message says is kept: a REQ is answered with
+// a REJ that is remembered nowhere (so it supersedes nothing), a REP ends
+// the attempt it names (it can do no more than a dropped REP would: the
+// attempt would time out), a REJ is taken as any REJ is, the rest dropped.
+void Manager::refuse_unauthenticated(const wire::ParsedFrame& frame, const Message& m, RejectReason reason) {
+  switch (m.type) {
+    case MessageType::request: {
+      Message answer;
+      answer.type = MessageType::reject;
+      answer.reason = reason;
+      answer.nonce = m.nonce;
+      answer.receiver_qpn = m.sender_qpn;
+      answer.mode = m.mode;
+      send(reply_endpoints(frame), answer);
+      ++counters_.rejects_sent;
+      break;
+    }
+    case MessageType::reply:
+      fail_attempt(m.nonce, reason == RejectReason::security_required
+                                ? "the server answered without security: run it with --secure and the same key file"
+                                : "the server's reply does not authenticate: the two ends hold different key files");
+      break;
+    case MessageType::reject: on_reject(m); break;
+    default: break;
+  }
 }
 
 std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::string& error) {
@@ -105,6 +219,13 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   offer_planes(m, a.config.planes);
   m.cc = request.cc;
   m.private_data = request.private_data;
+  if (config_.secure) {
+    if (!a.ephemeral.generate()) {
+      error = "OpenSSL could not make an X25519 key (is libcrypto's default provider available?)";
+      return 0;
+    }
+    m.public_key = a.ephemeral.public_key();
+  }
   std::array<std::uint8_t, mad_size> check{};
   if (!encode_mad(m, check, error)) return 0;
   (void)now;  // the first REQ leaves at the next poll() with room under max_requests_in_flight
@@ -178,6 +299,16 @@ void Manager::on_frame(Time now, const wire::ParsedFrame& frame) {
     ++counters_.malformed_messages;
     return;
   }
+  if (config_.secure && !m.secured) {
+    ++counters_.unauthenticated_messages;
+    refuse_unauthenticated(frame, m, RejectReason::security_required);
+    return;
+  }
+  if (config_.secure && !authentic(frame, config_.psk)) {
+    ++counters_.bad_mac_messages;
+    refuse_unauthenticated(frame, m, RejectReason::authentication_failed);
+    return;
+  }
   switch (m.type) {
     case MessageType::request: on_request(now, frame, m); break;
     case MessageType::reply: on_reply(frame, m); break;
@@ -240,6 +371,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   c.pkey = pkey_of(m.nonce);
   RejectReason reason = RejectReason::none;
   std::vector<std::uint8_t> reply_private;
+  secure::EphemeralKey ephemeral;  // secure: ours for this connection, gone once the REP is built
   if (m.version != protocol_version) {
     reason = RejectReason::unsupported_version;
   } else if (!accept_) {
@@ -251,6 +383,15 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     c.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
     c.base_src_port = m.base_src_port;
     if (!transport::validate(c).empty()) reason = RejectReason::bad_parameters;
+    if (reason == RejectReason::none && config_.secure) {
+      if (m.auth_only != (config_.protection == secure::Protection::auth_only)) {
+        reason = RejectReason::security_mismatch;
+      } else if (!ephemeral.generate() || !derive_keys(ephemeral, m.public_key, false, m.nonce, m.sender_qpn,
+                                                        c.local_qpn, c.security)) {
+        ++counters_.key_agreement_failures;
+        reason = RejectReason::bad_parameters;
+      }
+    }
     if (reason == RejectReason::none) reason = accept_(c, m, reply_private);
     if (reply_private.size() > max_private_data) reason = RejectReason::refused;
   }
@@ -269,6 +410,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     offer_planes(answer, c.planes);
     answer.cc = m.cc;
     answer.private_data = std::move(reply_private);
+    answer.public_key = ephemeral.public_key();
     entry.local_qpn = c.local_qpn;
     qpn_to_peer_[c.local_qpn] = key;
     ++counters_.replies_sent;
@@ -279,7 +421,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     entry.rejected = true;
     ++counters_.rejects_sent;
   }
-  entry.answer = build_frame(peer, config_.cm_src_port, answer);
+  entry.answer = frame_of(peer, answer);
   out_.push_back(entry.answer);
   accepted_[key] = std::move(entry);
 }
@@ -302,8 +444,16 @@ void Manager::on_reply(const wire::ParsedFrame& frame, const Message& m) {
   ready.nonce = m.nonce;
   ready.sender_qpn = a.config.local_qpn;
   ready.receiver_qpn = m.sender_qpn;
+  if (!a.done && config_.secure &&
+      (m.auth_only != (config_.protection == secure::Protection::auth_only) ||
+       !derive_keys(a.ephemeral, m.public_key, true, m.nonce, a.config.local_qpn, m.sender_qpn, a.config.security))) {
+    ++counters_.key_agreement_failures;
+    fail_attempt(m.nonce, "the server's reply carries no usable key: the connection's keys could not be agreed");
+    return;
+  }
   if (!a.done) {
     settle(a);
+    a.ephemeral = secure::EphemeralKey{};  // the keys are derived: forget ours
     a.config.peer_qpn = m.sender_qpn;
     a.config.peer_initial_psn = m.sender_psn;
     a.config.mtu = m.mtu;

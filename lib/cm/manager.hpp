@@ -64,7 +64,10 @@ using transport::Time;
   X(superseded, "server connections replaced by a new incarnation of their peer")    \
   X(disconnects_sent, "DREQs sent, retries included")                                \
   X(disconnect_replies_sent, "DREPs sent, repeats for duplicate DREQs included")     \
-  X(disconnected, "connections closed by DREQ/DREP (both roles)")
+  X(disconnected, "connections closed by DREQ/DREP (both roles)")                   \
+  X(unauthenticated_messages, "CM messages dropped or refused: this side runs secure and they carry no security extension") \
+  X(bad_mac_messages, "CM messages dropped or refused: their HMAC does not check under our key (another key file, or forged)") \
+  X(key_agreement_failures, "connections refused: the peer's X25519 key was unusable or OpenSSL failed")
 
 struct Counters {
 #define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;
@@ -99,6 +102,14 @@ struct ManagerConfig {
   // Queues of the port (engine::steering_queue): a server connection gets a
   // QPN of the same queue as its client's, so both ends live on that queue.
   std::uint16_t queues = 1;
+  // Security (doc/DESIGN.md, "Security"): every CM message carries an
+  // HMAC under `psk` and a peer's message without a good one is refused;
+  // every connection gets keys of its own from an X25519 exchange in the
+  // REQ and REP (HKDF, salted with `psk`). Both ends must run secure with
+  // the same key and protection.
+  bool secure = false;
+  secure::Psk psk{};
+  secure::Protection protection = secure::Protection::encrypt;
 };
 
 // What the client asks for.
@@ -136,6 +147,13 @@ struct Event {
 // reason to refuse.
 using AcceptFn = std::function<RejectReason(const transport::ConnectionConfig& config, const Message& request,
                                             std::vector<std::uint8_t>& reply_private_data)>;
+
+// Keys for a connection whose two ends are set up by one program (both
+// ends of --loopback), without a handshake: HKDF-SHA256 of `psk` for the
+// pair of QPNs, `a` the keys of the end with QPN qpn_a. False when OpenSSL
+// fails.
+bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint32_t qpn_a, std::uint32_t qpn_b,
+               transport::SecurityConfig& a, transport::SecurityConfig& b);
 
 class Manager {
  public:
@@ -185,6 +203,7 @@ class Manager {
     Message dreq;
     std::uint32_t dreq_sent = 0;
     Time dreq_next = 0;
+    secure::EphemeralKey ephemeral;  // secure: this attempt's X25519 key, until the REP
   };
   struct Accepted {  // server, by (peer address, peer QPN)
     std::uint32_t nonce = 0;
@@ -212,6 +231,17 @@ class Manager {
   void take_planes(transport::ConnectionConfig& c, std::uint16_t planes, const Message& m) const;
   std::uint32_t new_qpn(std::uint16_t queue);
   void send(const transport::Endpoints& endpoints, const Message& m);
+  // The frame of `m`, with the security extension when this side is secure.
+  std::vector<std::uint8_t> frame_of(const transport::Endpoints& endpoints, const Message& m) const;
+  // Security: the keys of the connection between client QPN `client_qpn`
+  // and server QPN `server_qpn`, from `mine` and the peer's public key;
+  // false when they cannot be agreed.
+  bool derive_keys(const secure::EphemeralKey& mine, const secure::PublicKey& peer, bool client, std::uint32_t nonce,
+                   std::uint32_t client_qpn, std::uint32_t server_qpn, transport::SecurityConfig& out) const;
+  // A frame this side cannot trust: dropped, or a REQ answered with a REJ
+  // (nothing remembered), or an attempt ended with `error`.
+  void refuse_unauthenticated(const wire::ParsedFrame& frame, const Message& m, RejectReason reason);
+  void fail_attempt(std::uint32_t nonce, const std::string& why);
   // An attempt is answered (REP, REJ) or given up: one fewer pending, and
   // one fewer in flight if its REQ was out.
   void settle(Attempt& a);

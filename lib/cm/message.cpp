@@ -39,6 +39,12 @@ constexpr std::size_t plane_entry_size(std::uint8_t ip_version) { return ip_vers
 static_assert(plane_addresses_at + (transport::max_planes - 1) * plane_entry_size(4) <= mad_size);
 static_assert(plane_addresses_at + (max_cm_planes(6) - 1) * plane_entry_size(6) <= mad_size);
 
+// The security extension, from the end of the MAD.
+constexpr std::size_t ext_flags_at = 4;
+constexpr std::size_t ext_public_key_at = 8;
+constexpr std::size_t ext_mac_at = ext_public_key_at + secure::public_key_bytes;
+static_assert(ext_mac_at + secure::mac_bytes == security_extension_size);
+
 }  // namespace
 
 std::string_view to_string(MessageType t) noexcept {
@@ -58,6 +64,12 @@ std::string_view to_string(RejectReason r) noexcept {
     case RejectReason::none: return "none";
     case RejectReason::not_listening: return "no server is listening on that port";
     case RejectReason::no_resources: return "the server takes no more connections";
+    case RejectReason::security_required:
+      return "the server runs --secure: run the client with --secure and the server's key file";
+    case RejectReason::authentication_failed:
+      return "the server could not authenticate the request: the two ends hold different key files";
+    case RejectReason::security_mismatch:
+      return "one end encrypts and the other only authenticates: give both the same --secure mode";
     case RejectReason::unsupported_version: return "the server speaks another CM protocol version";
     case RejectReason::bad_parameters: return "the server refused the parameters (mode, MTU, paths, streams or CC)";
     case RejectReason::refused: return "the server application refused the connection";
@@ -166,6 +178,16 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   out.private_data.assign(p + private_at, p + private_at + private_length);
   out.ip_version = ip_version;
   out.planes = planes;
+  out.secured = false;
+  out.auth_only = false;
+  out.public_key = {};
+  if (frame.payload.size() >= mad_size + security_extension_size &&
+      wire::load_be32(p + mad_size) == security_magic) {
+    const std::uint8_t* x = p + mad_size;
+    out.secured = true;
+    out.auth_only = (x[ext_flags_at] & security_flag_auth_only) != 0;
+    std::memcpy(out.public_key.data(), x + ext_public_key_at, out.public_key.size());
+  }
   out.plane_addresses = {};
   for (std::uint16_t k = 1; k < planes; ++k) {
     const std::uint8_t* e = p + plane_addresses_at + (k - 1) * plane_entry_size(ip_version);
@@ -179,10 +201,30 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   return DecodeError::ok;
 }
 
-std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16_t src_port, const Message& m) {
-  std::array<std::uint8_t, mad_size> mad{};
+bool authentic(const wire::ParsedFrame& frame, const secure::Psk& psk) noexcept {
+  if (frame.payload.size() < mad_size + security_extension_size) return false;
+  const std::uint8_t* p = frame.payload.data();
+  const secure::Mac mac = secure::hmac(psk, std::span<const std::uint8_t>(p, mad_size + ext_mac_at));
+  return secure::same_mac(mac, std::span<const std::uint8_t>(p + mad_size + ext_mac_at, secure::mac_bytes));
+}
+
+std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16_t src_port, const Message& m,
+                                      const secure::Psk* psk) {
+  std::array<std::uint8_t, mad_size + security_extension_size> body{};
   std::string error;
+  std::array<std::uint8_t, mad_size> mad{};
   if (!encode_mad(m, mad, error)) return {};
+  std::memcpy(body.data(), mad.data(), mad_size);
+  const bool secured = m.secured && psk != nullptr;
+  if (secured) {
+    std::uint8_t* x = body.data() + mad_size;
+    wire::store_be32(x, security_magic);
+    x[ext_flags_at] = m.auth_only ? security_flag_auth_only : 0;
+    std::memcpy(x + ext_public_key_at, m.public_key.data(), m.public_key.size());
+    const secure::Mac mac = secure::hmac(*psk, std::span<const std::uint8_t>(body.data(), mad_size + ext_mac_at));
+    std::memcpy(x + ext_mac_at, mac.data(), mac.size());
+  }
+  const std::span<const std::uint8_t> payload(body.data(), secured ? body.size() : mad_size);
   wire::FrameSpec s;
   s.eth.src = e.local_mac;
   s.eth.dst = e.peer_mac;
@@ -200,8 +242,8 @@ std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16
   s.bth.dest_qp = gsi_qpn;
   s.deth.qkey = gsi_qkey;
   s.deth.src_qp = gsi_qpn;
-  std::vector<std::uint8_t> frame(wire::headers_size(s) + mad_size + wire::icrc_size);
-  frame.resize(wire::build_frame(s, mad, frame));
+  std::vector<std::uint8_t> frame(wire::headers_size(s) + payload.size() + wire::icrc_size);
+  frame.resize(wire::build_frame(s, payload, frame));
   return frame;
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "secure/keys.hpp"
 #include "transport/config.hpp"
 #include "wire/frame.hpp"
 
@@ -30,6 +31,14 @@ inline constexpr std::uint32_t message_magic = 0x4d52434d;  // "MRCM"
 inline constexpr std::uint8_t protocol_version = 1;
 inline constexpr std::size_t max_private_data = 64;
 inline constexpr std::size_t cc_name_size = 16;
+// The security extension that follows the MAD in the same UD SEND when the
+// sender runs secure (doc/WIRE.md, "Connection manager", security):
+// magic "MRSC", flags, 3 reserved, the sender's X25519 public key, and an
+// HMAC-SHA256 under the pre-shared key over the MAD and the extension's
+// first 40 bytes.
+inline constexpr std::uint32_t security_magic = 0x4d525343;  // "MRSC"
+inline constexpr std::size_t security_extension_size = 4 + 1 + 3 + secure::public_key_bytes + secure::mac_bytes;
+inline constexpr std::uint8_t security_flag_auth_only = 0x01;
 
 enum class MessageType : std::uint8_t {
   request = 1,  // REQ: client -> server, carries the client's side
@@ -47,6 +56,9 @@ enum class RejectReason : std::uint8_t {
   unsupported_version = 3,  // protocol version not spoken here
   bad_parameters = 4,       // mode, MTU, paths, streams or CC not acceptable
   refused = 5,              // the application said no
+  security_required = 6,    // the server runs secure and the REQ carried no security extension
+  authentication_failed = 7,  // the REQ's HMAC did not check: the two ends hold different keys
+  security_mismatch = 8,    // secure both, but one encrypts and the other only authenticates
 };
 
 [[nodiscard]] std::string_view to_string(MessageType t) noexcept;
@@ -91,6 +103,11 @@ struct Message {
   std::array<PlaneAddress, transport::max_planes - 1> plane_addresses{};
   std::string cc;                   // congestion control name, at most 15 characters
   std::vector<std::uint8_t> private_data;  // at most max_private_data bytes
+  // The security extension: carried (secured), encryption off (auth_only),
+  // the sender's ephemeral X25519 key (REQ, REP; zero in the others).
+  bool secured = false;
+  bool auth_only = false;
+  secure::PublicKey public_key{};
 
   bool operator==(const Message&) const = default;
 };
@@ -121,8 +138,14 @@ enum class DecodeError : std::uint8_t {
 DecodeError decode(const wire::ParsedFrame& frame, Message& out);
 
 // A whole frame carrying `m` from `from` to `to`: Ethernet, IP and UDP from
-// the endpoints (local = sender), UDP source port `src_port`.
+// the endpoints (local = sender), UDP source port `src_port`. With `psk`
+// (m.secured), the security extension follows the MAD, its HMAC under
+// `psk`.
 std::vector<std::uint8_t> build_frame(const transport::Endpoints& endpoints, std::uint16_t src_port,
-                                      const Message& m);
+                                      const Message& m, const secure::Psk* psk = nullptr);
+
+// True when `frame` (decoded with secured set) carries an HMAC that checks
+// under `psk`.
+[[nodiscard]] bool authentic(const wire::ParsedFrame& frame, const secure::Psk& psk) noexcept;
 
 }  // namespace metaroce::cm

@@ -198,6 +198,7 @@ std::unique_ptr<Loopback> Loopback::create(const LoopbackConfig& config, std::st
       std::swap(pb.local_mac, pb.peer_mac);
       std::swap(pb.local_ipv4, pb.peer_ipv4);
     }
+    if (config.secure_pair && !config.secure_pair(a, b, error)) return nullptr;
     const std::uint16_t lcore = lb->node_a_->owner_of(a.local_qpn);
     auto* ca = lb->node_a_->host(lcore).add_connection(a, config.congestion ? config.congestion() : nullptr, error);
     if (ca == nullptr) return nullptr;

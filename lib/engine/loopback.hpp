@@ -99,6 +99,10 @@ struct LoopbackConfig {
   // connections are created (an app measuring what they cost reads its
   // memory here).
   std::function<void()> before_connections;
+  // Called for each pair's two configs (A's, B's) before they are created:
+  // how an app makes the pair secure (their `security`). False and `error`
+  // stops the creation.
+  std::function<bool(transport::ConnectionConfig& a, transport::ConnectionConfig& b, std::string& error)> secure_pair;
 };
 
 class Loopback {

@@ -44,6 +44,7 @@ transport::Connection* Host::add_connection(const transport::ConnectionConfig& c
   if (!c) return nullptr;
   auto* raw = c.get();
   if (hinted) raw->attach_receive_share(receive_share_);
+  if (raw->secure()) ++secure_connections_;
   connections_[config.local_qpn] = std::move(c);
   raw->attach_ready_list(&ready_);
   raw->attach_completion_list(&with_completions_);
@@ -69,7 +70,42 @@ void Host::set_port_link(std::uint64_t now, std::uint16_t port, bool up) {
 bool Host::remove_connection(std::uint32_t local_qpn) {
   const auto it = connections_.find(local_qpn);
   if (it == connections_.end()) return false;
+  if (it->second->secure()) --secure_connections_;
   connections_.erase(it);
+  return true;
+}
+
+// A secure connection's frames carry a trailer before their ICRC: parsed
+// without it, a frame without payload fails (bytes after its headers) and
+// a data frame's payload takes the trailer in. So on a host with secure
+// connections, a frame for one of them is parsed again with the trailer;
+// when that fails the frame goes to the connection as parsed without,
+// which drops it as having no trailer.
+void Host::reparse_secure(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
+                          wire::ParsedFrame& parsed, wire::ParseError& e) const {
+  wire::ParseOptions with = options;
+  with.secure_trailer = true;
+  wire::ParsedFrame trailed;
+  const wire::ParseError te = wire::parse_frame(frame, trailed, with);
+  const std::uint32_t qpn = e == wire::ParseError::ok ? parsed.bth.dest_qp : trailed.bth.dest_qp;
+  if (e != wire::ParseError::ok && te != wire::ParseError::ok) return;
+  const auto it = connections_.find(qpn);
+  if (it == connections_.end() || !it->second->secure()) return;
+  if (te == wire::ParseError::ok) {
+    parsed = trailed;
+    e = te;
+  }
+}
+
+bool Host::set_security(std::uint32_t local_qpn, const transport::SecurityConfig& config, std::string& error) {
+  transport::Connection* c = connection(local_qpn);
+  if (c == nullptr) {
+    error = "no connection with that QPN";
+    return false;
+  }
+  const bool was = c->secure();
+  if (!c->set_security(config, error)) return false;
+  if (!was) ++secure_connections_;
   return true;
 }
 
@@ -82,7 +118,8 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
     return;
   }
   wire::ParsedFrame parsed;
-  const wire::ParseError e = wire::parse_frame(frame, parsed, options);
+  wire::ParseError e = wire::parse_frame(frame, parsed, options);
+  if (secure_connections_ != 0) reparse_secure(frame, options, parsed, e);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
     return;

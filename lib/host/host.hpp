@@ -127,6 +127,11 @@ class alignas(64) Host {
   // Destroys a connection (its timers, pool blocks and ready-list place go
   // with it); false if there is none.
   bool remove_connection(std::uint32_t local_qpn);
+  // Makes connection `local_qpn` secure (Connection::set_security): its
+  // frames are parsed with their trailer from now on. A connection of a
+  // host is made secure here, not on the connection, or its frames without
+  // payload would not parse. False and `error` when it cannot be.
+  bool set_security(std::uint32_t local_qpn, const transport::SecurityConfig& config, std::string& error);
   [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
   // The link of port `port` (a plane's port index) is down (up == false)
   // or up: every connection with a plane on that port is told
@@ -218,6 +223,8 @@ class alignas(64) Host {
   [[nodiscard]] std::size_t connection_memory_bytes() const noexcept;
 
  private:
+  void reparse_secure(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
+                      wire::ParsedFrame& parsed, wire::ParseError& e) const;
   void poll_connections(std::uint64_t now, FrameSink& sink);
   void send_neighbour_frames(std::uint64_t now, FrameSink& sink);
   // Frame i of batch_ could not be taken: copy it aside.
@@ -234,6 +241,7 @@ class alignas(64) Host {
   transport::ReadyList ready_;
   transport::ReadyList with_completions_{transport::ReadyList::completions};
   std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
+  std::size_t secure_connections_ = 0;  // of connections_, those made secure (set_security)
   std::uint64_t ports_down_ = 0;  // bit k: port k's link is down (ports 0..63)
   transport::TxBatch batch_;
   // Frames the sink could not take, copied whole (their payload may be the

@@ -171,6 +171,8 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   c.idle_sleep_us = config.idle_sleep_us;
   c.cm_timeout_s = config.connect_timeout_s;
   c.receive_capacity_bps = config.receive_capacity_bps;
+  c.key_file = config.key_file;
+  c.auth_only = config.auth_only;
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
             "arguments that create it";

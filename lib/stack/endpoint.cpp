@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "cc/registry.hpp"
+#include "secure/keys.hpp"
+#include "secure/trailer.hpp"
 #include "engine/eal.hpp"
 #include "engine/preset.hpp"
 
@@ -295,6 +297,13 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   // a client asks no more (a preset's mtu= may be smaller than --mtu).
   cm_config.max_mtu = port_mtu > headers_budget + 256 ? port_mtu - headers_budget : 256;
   cm_config.max_connections = o.max_connections;
+  if (!o.key_file.empty()) {
+    if (!secure::load_psk(o.key_file, cm_config.psk, error)) return false;
+    cm_config.secure = true;
+    cm_config.protection = o.auth_only ? secure::Protection::auth_only : secure::Protection::encrypt;
+    // Every frame carries the trailer: the payload per packet leaves it room.
+    cm_config.max_mtu -= static_cast<std::uint32_t>(secure::trailer_bytes);
+  }
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });

@@ -63,6 +63,8 @@ struct EndpointConfig {
   // What this port may receive (--receive-capacity), the receive share's
   // capacity; 0: the port's link rate (cc::port_receive_capacity).
   std::uint64_t receive_capacity_bps = 0;
+  std::string key_file;  // security (metaroce::EndpointConfig::key_file); empty: none
+  bool auth_only = false;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with

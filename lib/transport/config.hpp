@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "secure/gcm.hpp"
 #include "transport/types.hpp"
 #include "wire/frame.hpp"
 #include "wire/headers.hpp"
@@ -39,6 +40,20 @@ struct PlaneAddresses {
   std::uint32_t peer_ipv4 = 0;
   wire::Ipv6Address local_ipv6{};
   wire::Ipv6Address peer_ipv6{};
+};
+
+// The keys of a secure connection (doc/WIRE.md, "Secure trailer"): one per
+// direction, each named by its SPI. Both ends hold the same two, crossed:
+// one end's tx is the other's rx. The connection manager derives them
+// (doc/DESIGN.md, "Security").
+struct SecurityConfig {
+  bool enabled = false;  // false: no trailer, no check (the keys are ignored)
+  secure::Algorithm algorithm = secure::Algorithm::aes256_gcm;
+  secure::Protection protection = secure::Protection::encrypt;
+  std::array<std::uint8_t, secure::max_key_bytes> tx_key{};
+  std::array<std::uint8_t, secure::max_key_bytes> rx_key{};
+  std::uint32_t tx_spi = 0;
+  std::uint32_t rx_spi = 0;
 };
 
 struct ConnectionConfig {
@@ -100,6 +115,10 @@ struct ConnectionConfig {
   // rocev2 notification point (DCQCN): at most one CNP per this interval
   // when CE-marked packets arrive (ConnectX's min_time_between_cnps).
   Time cnp_interval = 4'000;
+
+  // Keys of this connection (enabled: every frame sealed and checked,
+  // Connection::set_security at creation).
+  SecurityConfig security{};
 };
 
 // Empty when the config is usable; otherwise what is wrong and how to fix it.

@@ -3,6 +3,7 @@
 
 #include "transport/metaroce_connection.hpp"
 #include "transport/roce_connection.hpp"
+#include "wire/frame.hpp"
 
 namespace metaroce::transport {
 
@@ -78,6 +79,101 @@ PostResult Connection::check_receive(const ReceiveRequest& request) noexcept {
   return PostResult::ok;
 }
 
+static_assert(wire::secure_trailer_size == secure::trailer_bytes);
+
+bool Connection::set_security(const SecurityConfig& config, std::string& error) {
+  const std::size_t n = secure::key_bytes(config.algorithm);
+  auto sealer = std::make_unique<secure::Sealer>();
+  auto opener = std::make_unique<secure::Opener>();
+  if (!sealer->set_key(config.algorithm, std::span<const std::uint8_t>(config.tx_key.data(), n), config.tx_spi,
+                       config.protection) ||
+      !opener->set_key(config.algorithm, std::span<const std::uint8_t>(config.rx_key.data(), n), config.rx_spi,
+                       config.protection, secure::ReplayWindow::max_width)) {
+    error = "OpenSSL refused the connection's AES-GCM key (is libcrypto's default provider available?)";
+    return false;
+  }
+  sealer_ = std::move(sealer);
+  opener_ = std::move(opener);
+  protection_ = config.protection;
+  return true;
+}
+
+void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
+  if (frame.secure_trailer_offset == 0) {
+    ++counters_.secure_no_trailer;
+    return;
+  }
+  const std::size_t from = frame.bth_offset;
+  const std::size_t to = std::size_t{frame.secure_trailer_offset} + wire::secure_trailer_size;
+  const std::size_t header_bytes = std::size_t{frame.payload_offset} - from;
+  const bool encrypted = protection_ == secure::Protection::encrypt;
+  std::span<std::uint8_t> region;
+  if (encrypted) {
+    secure_rx_.assign(frame.frame.begin() + static_cast<std::ptrdiff_t>(from),
+                      frame.frame.begin() + static_cast<std::ptrdiff_t>(to));
+    region = std::span<std::uint8_t>(secure_rx_);
+  } else {
+    // Authentication only reads the region (Gcm::open_frame writes only
+    // what it decrypts, and here it decrypts nothing).
+    region = std::span<std::uint8_t>(const_cast<std::uint8_t*>(frame.frame.data()) + from, to - from);
+  }
+  switch (opener_->open(region, header_bytes)) {
+    case secure::OpenResult::ok: break;
+    case secure::OpenResult::no_trailer: ++counters_.secure_no_trailer; return;
+    case secure::OpenResult::wrong_spi: ++counters_.secure_bad_spi; return;
+    case secure::OpenResult::replayed: ++counters_.secure_replayed; return;
+    case secure::OpenResult::bad_tag: ++counters_.secure_bad_tag; return;
+  }
+  ++counters_.secure_frames_opened;
+  if (!encrypted) {
+    on_checked_frame(now, frame);
+    return;
+  }
+  wire::ParsedFrame opened = frame;
+  opened.payload = wire::ByteSpan(secure_rx_.data() + header_bytes, frame.payload.size());
+  on_checked_frame(now, opened);
+}
+
+// Each frame poll_frames emitted becomes headers | payload | pad | trailer |
+// ICRC: its IP and UDP lengths grow by the trailer, the region from the BTH
+// to the pad is sealed (its headers clear, its payload encrypted unless
+// auth-only) and the ICRC computed again over the whole.
+void Connection::seal_frames(TxBatch& out, std::size_t start) {
+  for (std::size_t i = start; i < out.size();) {
+    // The frame as built, its ICRC left out, with room for the trailer
+    // and the new ICRC after it.
+    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes + wire::icrc_size);
+    const std::size_t len = room.size() - wire::icrc_size;  // through the trailer
+    std::uint8_t* f = room.data();
+    // Its offsets, read before its lengths change (the parser stops where
+    // the UDP length says, before the room).
+    wire::ParsedFrame p;
+    const bool parsed = wire::parse_frame(wire::ByteSpan(f, room.size()), p, wire::ParseOptions{false, false}) ==
+                        wire::ParseError::ok;
+    if (parsed) {
+      std::uint8_t* ip = f + p.l3_offset;
+      if (p.ip_version == 4) {
+        wire::store_be16(ip + 2, static_cast<std::uint16_t>(wire::load_be16(ip + 2) + secure::trailer_bytes));
+        wire::store_be16(ip + 10, 0);
+        wire::store_be16(ip + 10, wire::ipv4_header_checksum(ip, wire::ipv4_header_size));
+      } else {
+        wire::store_be16(ip + 4, static_cast<std::uint16_t>(wire::load_be16(ip + 4) + secure::trailer_bytes));
+      }
+      std::uint8_t* udp = f + p.l4_offset;
+      wire::store_be16(udp + 4, static_cast<std::uint16_t>(wire::load_be16(udp + 4) + secure::trailer_bytes));
+    }
+    if (!parsed || !sealer_->seal(std::span<std::uint8_t>(f + p.bth_offset, len - p.bth_offset),
+                                  std::size_t{p.payload_offset} - p.bth_offset)) {
+      ++counters_.secure_seal_failures;
+      out.remove(i);  // never unauthenticated: the peer would drop it; the sender resends what it carried
+      continue;
+    }
+    out.finish_rebuild(i, len, wire::compute_icrc(wire::ByteSpan(f + p.l3_offset, len - p.l3_offset)));
+    ++counters_.secure_frames_sealed;
+    ++i;
+  }
+}
+
 std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, MemoryRegistry& memory,
                                                timer::Wheel& wheel,
                                                std::unique_ptr<CongestionControl> congestion,
@@ -85,9 +181,13 @@ std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, M
   error = validate(config);
   if (!error.empty()) return nullptr;
   if (!congestion) congestion = std::make_unique<FixedWindow>(config.path_window, config.psn_window);
+  std::unique_ptr<Connection> c;
   if (config.mode == Mode::rocev2)
-    return std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion), pools);
-  return std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion), pools);
+    c = std::make_unique<RoceConnection>(config, memory, wheel, std::move(congestion), pools);
+  else
+    c = std::make_unique<MetaroceConnection>(config, memory, wheel, std::move(congestion), pools);
+  if (config.security.enabled && !c->set_security(config.security, error)) return nullptr;
+  return c;
 }
 
 }  // namespace metaroce::transport

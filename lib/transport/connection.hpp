@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "secure/trailer.hpp"
 #include "timer/wheel.hpp"
 #include "transport/config.hpp"
 #include "transport/congestion.hpp"
@@ -119,8 +120,36 @@ class alignas(64) Connection {
   virtual PostResult post_send(const SendRequest& request) = 0;
   virtual PostResult post_receive(const ReceiveRequest& request) = 0;
 
-  virtual void on_frame(Time now, const wire::ParsedFrame& frame) = 0;
-  virtual void poll(Time now, TxBatch& out) = 0;
+  // A secure connection (set_security) first checks the frame's trailer
+  // (parsed with ParseOptions::secure_trailer): a frame without one, with
+  // another key's SPI, a counter seen before or a tag that does not match
+  // is dropped under its counter before any of it is read. Encrypted
+  // payloads are opened into the connection's own buffer, so the frame's
+  // bytes are never written.
+  void on_frame(Time now, const wire::ParsedFrame& frame) {
+    if (opener_ == nullptr) {
+      on_checked_frame(now, frame);
+      return;
+    }
+    on_secure_frame(now, frame);
+  }
+  // A secure connection seals every frame it emits (data, retransmission,
+  // probe, ACK, NAK, request) with the next counter of its key.
+  void poll(Time now, TxBatch& out) {
+    if (sealer_ == nullptr) {
+      poll_frames(now, out);
+      return;
+    }
+    const std::size_t start = out.size();
+    poll_frames(now, out);
+    seal_frames(out, start);
+  }
+  // From now on every frame sent is sealed with config.tx_key and every
+  // frame received must open with config.rx_key; before the first frame
+  // either way. False (and the connection as it was) when OpenSSL refuses
+  // a key: `error` says why.
+  bool set_security(const SecurityConfig& config, std::string& error);
+  [[nodiscard]] bool secure() const noexcept { return sealer_ != nullptr; }
   // True when poll() has something to send right now (it stopped at its
   // burst limit, or a timer or an arrival made work); the owner should call
   // it again without waiting.
@@ -197,6 +226,10 @@ class alignas(64) Connection {
   static constexpr std::size_t burst_limit = 64;
 
  protected:
+  // Each mode's receive and transmit: on_frame and poll around them.
+  virtual void on_checked_frame(Time now, const wire::ParsedFrame& frame) = 0;
+  virtual void poll_frames(Time now, TxBatch& out) = 0;
+
   Connection(const ConnectionConfig& config, MemoryRegistry& memory, timer::Wheel& wheel,
              std::unique_ptr<CongestionControl> congestion, HostPools* pools)
       : config_(config),
@@ -264,6 +297,13 @@ class alignas(64) Connection {
   HostPools* pools_;
 
  private:
+  void on_secure_frame(Time now, const wire::ParsedFrame& frame);
+  void seal_frames(TxBatch& out, std::size_t start);
+  std::unique_ptr<secure::Sealer> sealer_;  // null: no security, nothing checked or added
+  std::unique_ptr<secure::Opener> opener_;
+  secure::Protection protection_ = secure::Protection::encrypt;
+  std::vector<std::uint8_t> secure_rx_;  // an encrypted frame's protected region, opened
+
   friend class ReadyList;
   friend class BlockPool;
   friend class ReceiveShare;

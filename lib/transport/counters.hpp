@@ -70,6 +70,13 @@ namespace metaroce::transport {
   X(posts_refused_queue_full, "post_send / post_receive refused: completion_queue_depth work requests unpolled") \
   X(tx_pool_waits, "sends held back: the host's pool had no chunk or path table for them (back-pressure, resumed when one is given back)") \
   X(post_pool_refusals, "post_send refused: the host's pool had no room for the work request (no_resources)") \
+  X(secure_frames_sealed, "frames sent with a secure trailer (every frame of a secure connection)") \
+  X(secure_frames_opened, "frames whose secure trailer checked: SPI, counter and tag") \
+  X(secure_no_trailer, "frames dropped: the connection is secure and the frame carries no trailer") \
+  X(secure_bad_spi, "frames dropped: their trailer names a key this connection does not hold") \
+  X(secure_replayed, "frames dropped: their counter was seen before or is older than the replay window") \
+  X(secure_bad_tag, "frames dropped: their tag does not match (forged, modified or another key's)") \
+  X(secure_seal_failures, "frames not sent: OpenSSL refused to seal them") \
   X(rx_pool_drops, "data packets left unplaced and unacknowledged: the host's pool had no chunk to track their message (the sender resends)")
 
 struct ConnectionCounters {

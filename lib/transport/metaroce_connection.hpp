@@ -21,8 +21,8 @@ class MetaroceConnection final : public Connection {
   void close() override;
   PostResult post_send(const SendRequest& request) override;
   PostResult post_receive(const ReceiveRequest& request) override;
-  void on_frame(Time now, const wire::ParsedFrame& frame) override;
-  void poll(Time now, TxBatch& out) override;
+  void on_checked_frame(Time now, const wire::ParsedFrame& frame) override;
+  void poll_frames(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
   [[nodiscard]] PlaneInfo plane_info(std::uint16_t plane) const noexcept override;
   void set_plane_link(Time now, std::uint16_t plane, bool up) override;

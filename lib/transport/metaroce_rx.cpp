@@ -15,7 +15,7 @@ constexpr std::size_t max_paths_per_ack = 16;  // 16 x 44 bytes: fits any MTU
 constexpr std::uint8_t rnr_timer_code = 0x0e;  // RNR NAK timer field (informational here)
 }  // namespace
 
-void MetaroceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
+void MetaroceConnection::on_checked_frame(Time now, const wire::ParsedFrame& frame) {
   if (state_ == ConnectionState::error || state_ == ConnectionState::closed ||
       state_ == ConnectionState::init) {
     ++counters_.packets_in_error_state;

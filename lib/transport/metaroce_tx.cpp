@@ -437,7 +437,8 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
           wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
           wire::ByteSpan(zeros.data(), pad)};
       std::array<std::uint8_t, 8> trailer{};
-      const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+      // (A secure connection computes the ICRC when it seals the frame.)
+      const std::size_t trailer_len = wire::build_trailer(pad, secure() ? 0u : wire::compute_icrc(pieces), trailer);
       out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
     }
     wire_bytes = t.size() + pkt.length + pad + wire::icrc_size;
@@ -499,7 +500,7 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   return true;
 }
 
-void MetaroceConnection::poll(Time now, TxBatch& out) {
+void MetaroceConnection::poll_frames(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();

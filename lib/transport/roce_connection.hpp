@@ -77,8 +77,8 @@ class RoceConnection final : public Connection {
   void close() override;
   PostResult post_send(const SendRequest& request) override;
   PostResult post_receive(const ReceiveRequest& request) override;
-  void on_frame(Time now, const wire::ParsedFrame& frame) override;
-  void poll(Time now, TxBatch& out) override;
+  void on_checked_frame(Time now, const wire::ParsedFrame& frame) override;
+  void poll_frames(Time now, TxBatch& out) override;
   [[nodiscard]] PathInfo path_info(std::uint16_t path) const noexcept override;
   [[nodiscard]] std::size_t memory_bytes() const noexcept override;
   [[nodiscard]] std::uint64_t packets_outstanding() const noexcept override {

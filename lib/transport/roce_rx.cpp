@@ -6,7 +6,7 @@
 
 namespace metaroce::transport {
 
-void RoceConnection::on_frame(Time now, const wire::ParsedFrame& frame) {
+void RoceConnection::on_checked_frame(Time now, const wire::ParsedFrame& frame) {
   if (state_ == ConnectionState::error || state_ == ConnectionState::closed ||
       state_ == ConnectionState::init) {
     ++counters_.packets_in_error_state;

@@ -104,7 +104,8 @@ std::size_t RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatc
       wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset()), payload,
       wire::ByteSpan(zeros.data(), pad)};
   std::array<std::uint8_t, 8> trailer{};
-  const std::size_t trailer_len = wire::build_trailer(pad, wire::compute_icrc(pieces), trailer);
+  // (A secure connection computes the ICRC when it seals the frame.)
+  const std::size_t trailer_len = wire::build_trailer(pad, secure() ? 0u : wire::compute_icrc(pieces), trailer);
   out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
 
   if (rel < snd_max_) {
@@ -127,7 +128,7 @@ std::size_t RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatc
   return t.size() + length + trailer_len;
 }
 
-void RoceConnection::poll(Time now, TxBatch& out) {
+void RoceConnection::poll_frames(Time now, TxBatch& out) {
   wants_poll_ = false;
   if (state_ == ConnectionState::init || state_ == ConnectionState::closed) return;
   const std::size_t start = out.size();

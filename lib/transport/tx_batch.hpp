@@ -116,6 +116,39 @@ class TxBatch {
     if (n != 0) finish();
   }
 
+  // Packet i copied whole into fresh room of the arena, but for its ICRC
+  // (when it has one), with `extra` bytes of room after it: how a secure
+  // connection rebuilds a packet as its sealed form. The room is valid
+  // until the next call; finish_rebuild(i, len, icrc) then makes packet i
+  // its first `len` bytes followed by `icrc` (its plane and port kept).
+  std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra) {
+    const TxDescriptor& old = packets_[i];
+    const std::size_t kept_trailer = old.unsealed ? 0 : old.trailer_len - wire::icrc_size;
+    const std::size_t n = old.header_len + old.payload.size() + kept_trailer;
+    const std::span<std::uint8_t> room = header_space(n + extra);  // may move the arena
+    const TxDescriptor& d = packets_[i];
+    std::uint8_t* out = room.data();
+    std::copy_n(arena_.data() + d.header_offset, d.header_len, out);
+    out += d.header_len;
+    if (!d.payload.empty()) std::copy_n(d.payload.data(), d.payload.size(), out);
+    out += d.payload.size();
+    std::copy_n(d.trailer.data(), kept_trailer, out);
+    return std::span<std::uint8_t>(room.data(), n + extra);
+  }
+  void finish_rebuild(std::size_t i, std::size_t len, std::uint32_t icrc) noexcept {
+    TxDescriptor& d = packets_[i];
+    d.header_offset = static_cast<std::uint32_t>(used_);
+    d.header_len = static_cast<std::uint32_t>(len);
+    d.payload = {};
+    wire::store_le32(d.trailer.data(), icrc);
+    d.trailer_len = wire::icrc_size;
+    d.unsealed = false;
+    used_ += len;
+  }
+
+  // Drops packet i (the ones after it move up).
+  void remove(std::size_t i) { packets_.erase(packets_.begin() + static_cast<std::ptrdiff_t>(i)); }
+
   [[nodiscard]] std::size_t size() const noexcept { return packets_.size(); }
   [[nodiscard]] bool empty() const noexcept { return packets_.empty(); }
   [[nodiscard]] const TxDescriptor& operator[](std::size_t i) const noexcept { return packets_[i]; }

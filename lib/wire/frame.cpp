@@ -255,7 +255,13 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
 
   // Extension headers, in wire order. Their fixed part is checked once
   // against the bytes before the ICRC; only the ACK's path blocks vary.
-  const std::size_t end_of_data = bth_at + udp_payload_len - icrc_size;  // ICRC starts here
+  const std::size_t icrc_at = bth_at + udp_payload_len - icrc_size;  // ICRC starts here
+  // A secure trailer sits between the pad and the ICRC: the headers and
+  // payload end before it. A frame too short to hold one is parsed as it
+  // is (secure_trailer_offset 0), for its connection to refuse.
+  const bool trailed = options.secure_trailer && udp_payload_len >= bth_size + secure_trailer_size + icrc_size;
+  const std::size_t end_of_data = trailed ? icrc_at - secure_trailer_size : icrc_at;
+  out.secure_trailer_offset = trailed ? static_cast<std::uint16_t>(end_of_data) : std::uint16_t{0};
   std::size_t at = bth_at + bth_size;
   if (at + extension_sizes[out.bth.opcode] > end_of_data) return ParseError::length_mismatch;
   const std::uint16_t h = info.headers;
@@ -328,13 +334,13 @@ ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) n
     return ParseError::bad_pad;
   }
   out.payload = ByteSpan(p + at, payload_and_pad - out.bth.pad);
-  out.icrc = load_le32(p + end_of_data);
+  out.icrc = load_le32(p + icrc_at);
   out.icrc_checked = options.verify_icrc;
   if (options.verify_icrc) {
     const ParseOptions::Precomputed* pre = options.precomputed_icrc;
-    const std::uint32_t icrc = pre != nullptr && pre->from == l3 && pre->to == end_of_data
+    const std::uint32_t icrc = pre != nullptr && pre->from == l3 && pre->to == icrc_at
                                    ? pre->icrc
-                                   : compute_icrc(ByteSpan(p + l3, end_of_data - l3));
+                                   : compute_icrc(ByteSpan(p + l3, icrc_at - l3));
     if (icrc != out.icrc) return ParseError::bad_icrc;
   }
   return ParseError::ok;

@@ -95,6 +95,9 @@ std::size_t build_frame(const FrameSpec& spec, ByteSpan payload, std::span<std::
 // (the transport reads them all); the Ethernet, IP and UDP headers are only
 // validated, and decoded on demand by the accessors, which read the frame:
 // they are valid while the frame's bytes are.
+// The secure trailer (lib/secure): SPI, counter, GCM tag.
+inline constexpr std::size_t secure_trailer_size = 28;
+
 struct ParsedFrame {
   ByteSpan frame{};
   std::uint8_t ip_version = 0;
@@ -119,7 +122,12 @@ struct ParsedFrame {
   std::uint16_t l4_offset = 0;
   std::uint16_t bth_offset = 0;
   std::uint16_t payload_offset = 0;
-  ByteSpan payload{};  // without pad and ICRC
+  ByteSpan payload{};  // without pad, secure trailer and ICRC
+  // Where the secure trailer starts (ParseOptions::secure_trailer), 0 when
+  // the frame was parsed without one: the protected region is
+  // [bth_offset, secure_trailer_offset), the trailer the
+  // secure_trailer_size bytes after it.
+  std::uint16_t secure_trailer_offset = 0;
   std::uint32_t icrc = 0;  // as carried (least-significant byte first on the wire)
   bool icrc_checked = false;
 
@@ -171,6 +179,9 @@ struct ParseOptions {
     std::uint32_t to = 0;
   };
   const Precomputed* precomputed_icrc = nullptr;
+  // The frame carries a secure trailer (doc/WIRE.md) between its pad and
+  // its ICRC: parse the headers and payload before it.
+  bool secure_trailer = false;
 };
 
 // Parses a contiguous frame. On error, `out` holds what was decoded before

@@ -197,6 +197,21 @@ TransferResult run_transfer(const TransferSpec& spec) {
   }
   auto& sender = a.add(ca, std::move(sender_cc));
   auto& receiver = b.add(cb, std::move(receiver_cc));
+  if (spec.secure) {
+    transport::SecurityConfig ka, kb;
+    ka.protection = kb.protection = spec.protection;
+    for (std::size_t i = 0; i < ka.tx_key.size(); ++i) {
+      ka.tx_key[i] = kb.rx_key[i] = static_cast<std::uint8_t>(splitmix(spec.seed + 10 + i));
+      ka.rx_key[i] = kb.tx_key[i] = static_cast<std::uint8_t>(splitmix(spec.seed + 100 + i));
+    }
+    ka.tx_spi = kb.rx_spi = 0x5ec0'0001u;
+    ka.rx_spi = kb.tx_spi = 0x5ec0'0002u;
+    std::string error;
+    if (!a.host().set_security(ca.local_qpn, ka, error) || !b.host().set_security(cb.local_qpn, kb, error)) {
+      result.error = error;
+      return result;
+    }
+  }
   cc::FairShare fair_share(cc::FairShareParams{spec.receive_capacity_bps});
   if (spec.receive_capacity_bps > 0) receiver.attach_receive_share(&fair_share);
   sender.connect();

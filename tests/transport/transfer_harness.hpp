@@ -49,6 +49,10 @@ struct TransferSpec {
   std::uint32_t fixed_path_window = 16;
   std::uint32_t fixed_connection_window = 96;
   std::uint64_t receive_capacity_bps = 0;  // > 0: the receiver gives fair-share hints (cc::FairShare)
+  // Both ends secure (Host::set_security, fixed test keys): every frame
+  // sealed and checked.
+  bool secure = false;
+  secure::Protection protection = secure::Protection::encrypt;
 };
 
 struct TransferResult {
