@@ -67,7 +67,8 @@ po::options_description describe() {
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32): the window "
                                                   "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
-      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
+      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096); --mode rocev2: "
+                                          "an IB MTU, 256, 512, 1024, 2048 or 4096")
       ("op", po::value<std::string>(), "write | write-imm | send | read | fetch-add | cmp-swap (default write); "
                                        "the atomics work on 8 bytes (-s 8); with --server/--client the server "
                                        "offers the region they read or update")
@@ -99,6 +100,7 @@ po::options_description describe() {
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
               "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
               "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
+  apps::add_rocev2_options(d);
   return d;
 }
 
@@ -207,6 +209,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     o.paths = 1;
     o.streams = 1;
   }
+  if (!apps::read_rocev2_options(vm, o.mode == transport::Mode::rocev2, o.rocev2, message) ||
+      !apps::check_rocev2_mtu(o.mode == transport::Mode::rocev2, o.mtu, message))
+    return ParseOutcome::error;
   if (vm.count("op")) {
     const std::string op = vm["op"].as<std::string>();
     bool known = false;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/command_line.hpp"
+#include "common/rocev2_options.hpp"
 
 #include "transport/types.hpp"
 
@@ -73,6 +74,7 @@ struct PerfOptions {
   // bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;
   transport::Mode mode = transport::Mode::metaroce;
+  apps::Rocev2Options rocev2;  // --pkey, --qp-timeout, --retry-count, --rnr-retry (--mode rocev2)
   std::uint32_t mtu = 4096;
   PerfOp op = PerfOp::write;
   PerfTest test = PerfTest::bw;  // lat forces tx_depth 1 (one message in flight per connection)

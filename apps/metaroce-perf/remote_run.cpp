@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/gid_text.hpp"
 #include "common/run_control.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
@@ -170,6 +171,7 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.idle_sleep_us = o.idle_sleep_us;
   r.receive_capacity_bps = o.receive_capacity_bps;
   r.connect_timeout_s = o.cm_timeout_s;
+  r.pkey = o.rocev2.pkey;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.
   r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;
@@ -341,10 +343,13 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   listening.queue_for_accept = false;
   listening.path_window = o.path_window;
   listening.psn_window = o.psn_window;
+  apps::set_rocev2_timers(o.rocev2, listening);
   e->listen(accept, listening);
   if (progress != nullptr) {
     std::fprintf(progress, " Waiting for clients on %s (MAC %s, address %s), at most %u connections at once; "
                  "Ctrl-C stops\n", e->port_name().c_str(), e->mac().c_str(), o.local_ip.c_str(), o.max_connections);
+    std::fprintf(progress, " GID: %s\n rocev2 connections: %s\n", apps::gid_text(o.local_ip).c_str(),
+                 apps::rocev2_summary(o.rocev2).c_str());
     std::fflush(progress);
   }
   bool finished = false;
@@ -752,6 +757,7 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   request.gateway = o.gateway;
   request.peer_mac = o.peer_mac;
   request.congestion = o.cc.empty() ? "none" : o.cc;
+  if (o.mode == transport::Mode::rocev2) apps::set_rocev2_timers(o.rocev2, request);
   // The next hop's MAC once, before the first size (each size's requests
   // find it in the neighbour cache).
   metaroce::NextHop hop;
@@ -759,6 +765,8 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   if (progress != nullptr) {
     std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(), hop.address.c_str(),
                  hop.mac.c_str(), hop.learned == "given" ? "--peer-mac" : hop.learned.c_str());
+    std::fprintf(progress, " GID: %s\n", apps::gid_text(o.local_ip).c_str());
+    if (o.mode == transport::Mode::rocev2) std::fprintf(progress, " rocev2: %s\n", apps::rocev2_summary(o.rocev2).c_str());
     std::fflush(progress);
   }
   for (std::size_t i = 0; i < o.sizes.size(); ++i)

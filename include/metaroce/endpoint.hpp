@@ -51,6 +51,10 @@ struct EndpointConfig {
   // here (their rate hint). 0: the port's link rate less 3% (100 Gb/s when
   // the driver reports none).
   std::uint64_t receive_capacity_bps = 0;
+  // The P_Key of "rocev2" connections: the partition, the same at both
+  // ends; standard peers use the default partition 0xffff. Its low 15 bits
+  // must not be 0. ("metaroce" connections carry one of their own.)
+  std::uint16_t pkey = 0xffff;
 };
 
 struct ConnectOptions {
@@ -65,11 +69,21 @@ struct ConnectOptions {
   std::string congestion = "metaroce"; // a lib/cc algorithm: metaroce, dcqcn, fixed, or none
   std::uint16_t paths = 4;             // UDP source ports the connection sprays over
   std::uint16_t streams = 1;           // ordered streams (completions are in order per stream)
-  std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it)
+  std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it);
+                                       // "rocev2": 256, 512, 1024, 2048 or 4096
   std::uint32_t path_window = 0;       // packets in flight per path (0: the transport's default)
   std::uint32_t psn_window = 0;        // packets in flight per connection (0: the default)
   std::uint16_t first_src_port = 0;    // the first path's UDP source port (0: the default)
   std::vector<std::uint8_t> private_data;  // at most 64 bytes, for the server's accept function
+  // "rocev2": IBTA timers, as ibv_modify_qp's timeout, retry_cnt and
+  // rnr_retry: a retransmission timeout of 4.096 us x 2^local_ack_timeout
+  // (1..31; 14 is 67 ms) that backs off, retry_count timeouts in a row
+  // (0..7), rnr_retry RNR NAKs per message (0..7, 7: no limit). 0: the
+  // endpoint's own timers for shared machines (5 ms RTO, 2 ms minimum, 50
+  // retries each).
+  std::uint8_t local_ack_timeout = 0;
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry = 7;
 };
 
 // A connection request as the server's accept function sees it.
@@ -113,6 +127,11 @@ struct ListenOptions {
   // or the transport's default).
   std::uint32_t path_window = 0;
   std::uint32_t psn_window = 0;
+  // The server's own IBTA timers for "rocev2" connections, as
+  // ConnectOptions' (local_ack_timeout 0: the endpoint's own).
+  std::uint8_t local_ack_timeout = 0;
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry = 7;
 };
 
 // Where a client's packets go first (Endpoint::next_hop).

@@ -95,6 +95,10 @@ struct Endpoint::Impl final : ConnectionOwner {
   bool request_for(const std::string& peer_ip, const ConnectOptions& o, cm::ConnectRequest& request,
                    std::string& error) {
     if (!mode_of(o.mode, request.connection.mode, error)) return false;
+    if (request.connection.mode == transport::Mode::rocev2 && !transport::is_ib_mtu(o.mtu)) {
+      error = fmt::format("mtu {} is not an IB MTU: rocev2 takes {}", o.mtu, transport::ib_mtu_names);
+      return false;
+    }
     request.connection.mtu = o.mtu;
     request.connection.paths = o.paths;
     request.connection.streams = o.streams;
@@ -102,6 +106,11 @@ struct Endpoint::Impl final : ConnectionOwner {
     if (o.psn_window != 0) request.connection.psn_window = o.psn_window;
     if (o.first_src_port != 0) request.connection.base_src_port = o.first_src_port;
     stack::tolerate_stalls(request.connection);
+    if (request.connection.mode == transport::Mode::rocev2 && o.local_ack_timeout != 0) {
+      const transport::IbtaTimers timers{o.local_ack_timeout, o.retry_count, o.rnr_retry};
+      if (error = transport::validate(timers); !error.empty()) return false;
+      transport::apply(timers, request.connection);
+    }
     // The next hop's MAC: given, or asked for (once: cached).
     stack::NextHop hop;
     if (!stack::resolve_next_hop(endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, stop)) return false;
@@ -158,6 +167,12 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   c.idle_sleep_us = config.idle_sleep_us;
   c.cm_timeout_s = config.connect_timeout_s;
   c.receive_capacity_bps = config.receive_capacity_bps;
+  c.pkey = config.pkey;
+  if ((c.pkey & 0x7fff) == 0) {
+    error = fmt::format("P_Key {:#06x} is invalid (its low 15 bits must not be 0): give 0xffff, the default "
+                        "partition, or the peer's", c.pkey);
+    return nullptr;
+  }
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
             "arguments that create it";
@@ -276,6 +291,12 @@ void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     transport::ConnectionConfig c = config;
     stack::tolerate_stalls(c);
+    const ListenOptions& lo = impl->listen_options;
+    if (c.mode == transport::Mode::rocev2 && lo.local_ack_timeout != 0) {
+      const transport::IbtaTimers timers{lo.local_ack_timeout, lo.retry_count, lo.rnr_retry};
+      if (!transport::validate(timers).empty()) return cm::RejectReason::bad_parameters;
+      transport::apply(timers, c);
+    }
     if (impl->listen_options.path_window != 0) c.path_window = impl->listen_options.path_window;
     if (impl->listen_options.psn_window != 0) c.psn_window = impl->listen_options.psn_window;
     transport::Connection* t = impl->endpoint.add_connection(c, std::move(congestion), error);

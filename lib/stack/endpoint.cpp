@@ -224,6 +224,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   // a client asks no more (a preset's mtu= may be smaller than --mtu).
   cm_config.max_mtu = setup.mtu > headers_budget + 256 ? setup.mtu - headers_budget : 256;
   cm_config.max_connections = o.max_connections;
+  cm_config.pkey = o.pkey;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });

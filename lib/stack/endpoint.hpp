@@ -55,6 +55,9 @@ struct EndpointConfig {
   // What this port may receive (--receive-capacity), the receive share's
   // capacity; 0: the port's link rate (cc::port_receive_capacity).
   std::uint64_t receive_capacity_bps = 0;
+  // The P_Key of rocev2 connections (cm::ManagerConfig::pkey): the
+  // partition, the same at both ends.
+  std::uint16_t pkey = 0xffff;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
