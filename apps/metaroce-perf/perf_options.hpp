@@ -97,6 +97,18 @@ struct PerfOptions {
   std::uint64_t receive_capacity_bps = 0;  // --receive-capacity; 0: each receiving port's link rate
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
+  // Set up by hand (--peer-qpn): no connection manager; both ends are given
+  // each other's QPN and first PSN (and the client the server's buffer),
+  // and print their own at start. One connection, one size, --mode rocev2.
+  bool by_hand = false;
+  std::uint32_t qpn = 0;         // --qpn: this end's (0: drawn from getrandom)
+  bool psn_given = false;
+  std::uint32_t psn = 0;         // --psn: this end's first PSN
+  std::uint32_t peer_qpn = 0;    // --peer-qpn
+  std::uint32_t peer_psn = 0;    // --peer-psn
+  std::uint64_t remote_addr = 0;  // --remote-addr: client, the server's buffer
+  std::uint32_t rkey = 0;         // --rkey: client, its R_Key
+  std::string peer_ip;            // --peer-ip: server, the client's address
 };
 
 using ParseOutcome = apps::ParseOutcome;

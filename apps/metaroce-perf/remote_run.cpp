@@ -86,6 +86,51 @@ std::string which_of(const Offer& o) {
   return o.connections > 1 ? fmt::format(" (connection {} of {})", o.connection + 1, o.connections) : std::string();
 }
 
+// What the client sends of `size` and what the server keeps ready for it:
+// one formula, so that two ends set up by hand (no REQ carries it) agree.
+Offer offer_for(const PerfOptions& o, std::uint64_t size) {
+  // As in the loopback: up to tx_depth slots per connection, within the
+  // slot budget for the whole size (at least one each).
+  const auto slots = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(slot_budget_bytes / (size * o.qps), 1, o.tx_depth));  // per connection
+  Offer offer;
+  offer.op = o.op;
+  offer.verify = o.verify;
+  offer.slots = slots;
+  offer.size = size;
+  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
+  offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      per_stream_in_flight + 1,
+      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * o.qps) : ~0ull)));
+  return offer;
+}
+
+// This end of a connection set up by hand, as perftest prints it.
+void print_local_address(std::FILE* progress, const PerfOptions& o, const metaroce::Connection& c,
+                         std::uint64_t vaddr, std::uint32_t rkey) {
+  if (progress == nullptr) return;
+  std::fprintf(progress, " local address: LID 0000 QPN 0x%06x PSN 0x%06x RKey 0x%08x VAddr 0x%016llx\n GID: %s\n",
+               c.qpn(), c.initial_psn(), rkey, static_cast<unsigned long long>(vaddr),
+               apps::gid_text(o.local_ip).c_str());
+  std::fprintf(progress, " remote address: QPN 0x%06x PSN 0x%06x%s\n", o.peer_qpn, o.peer_psn,
+               o.role == PerfRole::client && o.op != PerfOp::send
+                   ? fmt::format(" RKey 0x{:08x} VAddr 0x{:016x}", o.rkey, o.remote_addr).c_str()
+                   : "");
+  std::fflush(progress);
+}
+
+metaroce::StaticConnectOptions by_hand_options(const PerfOptions& o, const metaroce::ConnectOptions& request) {
+  metaroce::StaticConnectOptions s;
+  s.connection = request;
+  s.local_qpn = o.qpn;
+  s.local_psn_given = o.psn_given;
+  s.local_psn = o.psn;
+  s.peer_qpn = o.peer_qpn;
+  s.peer_psn = o.peer_psn;
+  return s;
+}
+
 // REP: where to write, or what to read or update atomically.
 struct Target {
   std::uint64_t addr = 0;
@@ -345,7 +390,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   listening.psn_window = o.psn_window;
   apps::set_rocev2_timers(o.rocev2, listening);
   e->listen(accept, listening);
-  if (progress != nullptr) {
+  if (progress != nullptr && !o.by_hand) {
     std::fprintf(progress, " Waiting for clients on %s (MAC %s, address %s), at most %u connections at once; "
                  "Ctrl-C stops\n", e->port_name().c_str(), e->mac().c_str(), o.local_ip.c_str(), o.max_connections);
     std::fprintf(progress, " GID: %s\n rocev2 connections: %s\n", apps::gid_text(o.local_ip).c_str(),
@@ -354,24 +399,8 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   }
   bool finished = false;
   std::uint64_t finish_at = 0;
-  // A client's DREQ (its completions were delivered before it, in the same
-  // turn), or its new incarnation.
-  e->set_peer_close_handler([&](metaroce::Connection& connection, bool superseded) {
-    const std::uint32_t qpn = connection.qpn();
-    const auto it = sessions.find(qpn);
-    if (it == sessions.end()) return;
-    Session& s = *it->second;
-    if (superseded) {
-      if (progress != nullptr)
-        std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
-      close_session(s);
-      sessions.erase(it);
-      return;
-    }
-    ClientSummary client;
-    if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
-    s.check_final(client.completed);
-    connection.set_close_reply(encode(s.summary));
+  // One connection's line and result, when its client is done with it.
+  const auto report = [&](Session& s, std::uint32_t qpn, const ClientSummary& client) {
     SizeResult r;
     r.size = s.offer.size;
     r.messages = s.summary.received;
@@ -394,6 +423,26 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                    static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
                    r.first_problem.c_str());
     run.sizes.push_back(r);
+  };
+  // A client's DREQ (its completions were delivered before it, in the same
+  // turn), or its new incarnation.
+  e->set_peer_close_handler([&](metaroce::Connection& connection, bool superseded) {
+    const std::uint32_t qpn = connection.qpn();
+    const auto it = sessions.find(qpn);
+    if (it == sessions.end()) return;
+    Session& s = *it->second;
+    if (superseded) {
+      if (progress != nullptr)
+        std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
+      close_session(s);
+      sessions.erase(it);
+      return;
+    }
+    ClientSummary client;
+    if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
+    s.check_final(client.completed);
+    connection.set_close_reply(encode(s.summary));
+    report(s, qpn, client);
     close_session(s);
     sessions.erase(it);
     if (client.last && o.server_once) {
@@ -401,9 +450,60 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       finish_at = apps::monotonic_ns() + server_linger_ns;  // answer duplicate DREQs for a while
     }
   });
+  // Set up by hand: the one connection now, its buffers as a client's
+  // request would have asked (offer_for: the client computes the same).
+  metaroce::Connection* by_hand = nullptr;
+  if (o.by_hand) {
+    metaroce::ConnectOptions request;
+    request.mode = std::string(transport::to_string(o.mode));
+    request.mtu = o.mtu;
+    request.paths = 1;
+    request.streams = 1;
+    request.psn_window = o.psn_window;
+    request.peer_mac = o.peer_mac;
+    request.gateway = o.gateway;
+    request.congestion = o.cc.empty() ? "none" : o.cc;
+    apps::set_rocev2_timers(o.rocev2, request);
+    by_hand = e->connect_static(o.peer_ip, by_hand_options(o, request), run.error);
+    if (by_hand == nullptr) return run;
+    metaroce::IncomingRequest in;
+    in.peer_ip = o.peer_ip;
+    in.peer_qpn = o.peer_qpn;
+    in.mode = request.mode;
+    in.congestion = request.congestion == "none" ? "" : request.congestion;
+    in.paths = 1;
+    in.streams = 1;
+    in.mtu = by_hand->mtu();
+    in.private_data = encode(offer_for(o, o.sizes.front()));
+    std::vector<std::uint8_t> reply;
+    if (accept(in, *by_hand, reply) != metaroce::Verdict::accept) {
+      run.error = "no room for the connection's buffers and receives: lower -s or -t";
+      return run;
+    }
+    const Session& s = *sessions.at(by_hand->qpn());
+    print_local_address(progress, o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                        s.write_memory.valid() ? s.write_memory.key : 0);
+  }
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
     if (finished && apps::monotonic_ns() >= finish_at) break;
+    if (by_hand != nullptr && !finished) {
+      // Done when -n messages arrived (or the connection failed): no
+      // disconnect request comes.
+      Session& s = *sessions.at(by_hand->qpn());
+      if (s.summary.received >= o.iterations || by_hand->failed() || !s.problem.empty()) {
+        ClientSummary client;
+        client.completed = o.iterations;
+        if (by_hand->failed() && s.problem.empty()) s.problem = "the connection failed";
+        const std::uint32_t qpn = by_hand->qpn();
+        report(s, qpn, client);
+        close_session(s);
+        sessions.erase(qpn);
+        by_hand = nullptr;
+        finished = true;
+        finish_at = apps::monotonic_ns() + server_linger_ns;  // the last ACKs leave
+      }
+    }
     e->idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
@@ -428,6 +528,7 @@ struct ClientConnection {
   std::uint32_t rkey = 0;
   std::uint64_t completed = 0;  // its messages completed successfully
   ServerSummary theirs;         // the server's, from the DREP
+  bool by_hand = false;         // set up by hand: no DREP, the server checks on its own
 };
 
 // DREQs for every connection, each carrying its count of completed
@@ -455,7 +556,10 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
     for (std::size_t i = 0; i < which.size(); ++i) {
       which[i].connection = nullptr;
       add_by_name(counters, closed[i].counters);
-      if (!closed[i].error.empty())
+      if (which[i].by_hand) {  // nobody to ask: the server counts and checks on its own
+        which[i].theirs.received = which[i].completed;
+        ++torn_down;
+      } else if (!closed[i].error.empty())
         note(closed[i].error);
       else if (!decode_summary(closed[i].reply_data, which[i].theirs))
         note("the server's disconnect reply carried no summary");
@@ -478,6 +582,16 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
                       Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
   const std::uint32_t qps = o.qps;
   conns.clear();
+  if (o.by_hand) {  // one connection, the server's buffer from the command line
+    ClientConnection c;
+    c.connection = e.connect_static(o.server_address, by_hand_options(o, request), error);
+    if (c.connection == nullptr) return false;
+    c.remote_base = o.remote_addr;
+    c.rkey = o.rkey;
+    c.by_hand = true;
+    conns.push_back(c);
+    return true;
+  }
   std::vector<metaroce::ConnectOptions> requests(qps, request);
   for (std::uint32_t k = 0; k < qps; ++k) {
     offer.connection = static_cast<std::uint16_t>(k);  // -q is at most 16384: the offer's 16 bits hold it
@@ -526,24 +640,13 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
 bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
                  std::uint64_t size, bool last, std::FILE* progress, RunResult& run) {
   const std::uint32_t qps = o.qps;
-  // As in the loopback: up to tx_depth slots per connection, within the
-  // slot budget for the whole size (at least one each).
-  const auto slots = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(slot_budget_bytes / (size * qps), 1, o.tx_depth));  // per connection
-  Offer offer;
-  offer.op = o.op;
-  offer.verify = o.verify;
-  offer.slots = slots;
-  offer.size = size;
-  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
-  offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
-      per_stream_in_flight + 1,
-      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
-                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * qps) : ~0ull)));
+  const Offer offer = offer_for(o, size);
+  const std::uint32_t slots = offer.slots;
 
   std::vector<ClientConnection> conns;
   const double setup_before = run.cm_setup_seconds;
   if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
+  if (o.by_hand) print_local_address(progress, o, *conns[0].connection, 0, 0);
   const double setup_seconds = run.cm_setup_seconds - setup_before;
   // A port (or the server's) that carries less than --mtu: the payload per
   // packet the two ends agreed on, said once.

@@ -98,6 +98,19 @@ struct IncomingRequest {
   std::vector<std::uint8_t> private_data;  // the client's ConnectOptions::private_data
 };
 
+// A connection set up by hand, without the connection manager, as
+// ibv_modify_qp takes it (and scripts or perftest's exchange give it): each
+// end's QPN and first PSN, the peer's address. For a standard peer: mode
+// "rocev2", the same MTU at both ends, this endpoint's pkey.
+struct StaticConnectOptions {
+  ConnectOptions connection;        // mode, MTU, timers, next hop (gateway, peer_mac), congestion
+  std::uint32_t local_qpn = 0;      // this end's QPN, 2..0xffffff; 0: drawn from getrandom(2)
+  bool local_psn_given = false;     // else this end's first PSN is drawn from getrandom(2)
+  std::uint32_t local_psn = 0;      // 24 bits
+  std::uint32_t peer_qpn = 0;       // the peer's QPN, 2..0xffffff
+  std::uint32_t peer_psn = 0;       // the peer's first PSN, 24 bits
+};
+
 // What the accept function answers.
 enum class Verdict : std::uint8_t {
   accept,
@@ -187,6 +200,11 @@ class Endpoint {
   // none. Nothing is closed here: close_all those made, if it is to be all
   // or none.
   std::vector<ConnectResult> connect_each(const std::string& peer_ip, const std::vector<ConnectOptions>& options);
+  // A connection to `peer_ip` set up by hand (StaticConnectOptions): ready
+  // at once, nothing sent until the first post; its first PSN is
+  // Connection::initial_psn(). close() tears it down here only (there is
+  // no manager to tell). nullptr and `error` when the options do not suit.
+  Connection* connect_static(const std::string& peer_ip, const StaticConnectOptions& options, std::string& error);
 
   // Server: from now on, requests are answered by `accept` (none: accept
   // every request with no reply data).
@@ -273,6 +291,7 @@ class Connection {
   [[nodiscard]] const std::vector<std::uint8_t>& peer_private_data() const noexcept;
   [[nodiscard]] std::uint32_t qpn() const noexcept;
   [[nodiscard]] std::uint32_t peer_qpn() const noexcept;
+  [[nodiscard]] std::uint32_t initial_psn() const noexcept;  // the first PSN this end sends
   // True once the connection failed (retry limit, the peer's error) or the
   // peer closed it: posts are refused, close() it.
   [[nodiscard]] bool failed() const noexcept;

@@ -1,6 +1,8 @@
 // The public Endpoint (include/metaroce/endpoint.hpp) on lib/stack's
 // endpoint: a port, its engine host, the connection manager and telemetry.
 
+#include <sys/random.h>
+
 #include <atomic>
 #include <unordered_map>
 
@@ -23,6 +25,7 @@ std::string peer_address(const transport::Endpoints& e) {
 struct Endpoint::Impl final : ConnectionOwner {
   stack::Endpoint endpoint;
   double connect_timeout_s = 3.0;
+  std::uint16_t pkey = 0xffff;  // EndpointConfig::pkey
   std::unordered_map<std::uint32_t, std::unique_ptr<Connection>> connections;  // by local QPN
   std::deque<Connection*> accepted;                                            // not yet taken by accept()
   AcceptFunction accept_function;
@@ -187,6 +190,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->connect_timeout_s = config.connect_timeout_s;
+  impl->pkey = config.pkey;
   if (!stack::open_endpoint(c, impl->endpoint, error)) return nullptr;
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));  // requests are refused until listen()
 }
@@ -271,6 +275,44 @@ std::vector<ConnectResult> Endpoint::connect_each(const std::string& peer_ip,
   return results;
 }
 
+Connection* Endpoint::connect_static(const std::string& peer_ip, const StaticConnectOptions& o, std::string& error) {
+  stack::Endpoint& e = impl_->endpoint;
+  cm::ConnectRequest request;
+  if (!impl_->request_for(peer_ip, o.connection, request, error)) return nullptr;
+  transport::ConnectionConfig c = request.connection;
+  c.endpoints.local_mac = e.port->mac();
+  c.endpoints.local_ipv4 = e.local_address.ipv4;
+  c.endpoints.local_ipv6 = e.local_address.ipv6;
+  if (c.mode == transport::Mode::rocev2) c.pkey = impl_->pkey;
+  const auto random24 = [] {
+    std::uint32_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    }
+    return v & wire::qpn_mask;
+  };
+  c.local_qpn = o.local_qpn;
+  while (c.local_qpn <= 1) c.local_qpn = random24();
+  c.initial_psn = o.local_psn_given ? o.local_psn : random24();
+  c.peer_qpn = o.peer_qpn;
+  c.peer_initial_psn = o.peer_psn;
+  if (c.peer_qpn <= 1 || c.peer_qpn > wire::qpn_mask || c.local_qpn > wire::qpn_mask) {
+    error = fmt::format("QPNs {:#x} (here) and {:#x} (the peer) must be 0x2..0xffffff", c.local_qpn, c.peer_qpn);
+    return nullptr;
+  }
+  if (e.host->host().connection(c.local_qpn) != nullptr) {
+    error = fmt::format("QPN {:#x} is in use here: give another, or none (one is drawn)", c.local_qpn);
+    return nullptr;
+  }
+  auto congestion = stack::make_congestion_control(request.cc, c, error);
+  if (!error.empty()) return nullptr;
+  transport::Connection* t = e.add_connection(c, std::move(congestion), error);
+  if (t == nullptr) return nullptr;
+  Connection* out = impl_->adopt(*t, 0, false, {});
+  out->impl().by_hand = true;
+  t->connect();
+  return out;
+}
+
 void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
   impl_->accept_function = std::move(accept);
   impl_->listen_options = options;
@@ -349,7 +391,7 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
       results[k].error = "close: not a connection of this endpoint";
       continue;
     }
-    if (c->impl().server) {
+    if (c->impl().server || c->impl().by_hand) {
       results[k].answered = true;  // nothing to ask; a DREP due leaves at the next turn
       continue;
     }

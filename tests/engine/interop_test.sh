@@ -1,10 +1,13 @@
 #!/bin/bash
 # rocev2 mode as a standard RoCEv2 peer sees it: two metaroce-perf
 # processes in two network namespaces on net_af_packet ports over a veth
-# pair, the server's side captured with dumpcap and decoded by tshark (an
+# pair, both ends captured with dumpcap and decoded by tshark (an
 # independent decoder). Checks: every RoCEv2 frame either way carries the
 # default partition's P_Key 0xffff (65535) unless both ends are given
 # --pkey; both ends print their GID the way perftest does (IPv4-mapped).
+# Then a connection set up by hand (--peer-qpn/--peer-psn, the server's
+# printed VAddr and RKey given to the client as --remote-addr/--rkey): no
+# connection manager frame on the wire, the QPNs and first PSN as given.
 # Root only (skips else); always cleans up. TAP.
 # Usage: interop_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
 perf="$1"
@@ -25,7 +28,7 @@ work=$(mktemp -d)
 chmod 755 "$work"  # dumpcap may drop to another user
 started=""
 cleanup() {
-  for pid in $server_pid $client_pid $capture_pid; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $server_pid $client_pid $capture_pids; do kill -9 "$pid" 2>/dev/null; done
   for ns in "$ns_c" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
   for pid in $started; do rm -rf "/var/run/dpdk/metaroce-perf-$pid"; done
   rm -rf "$work"
@@ -50,21 +53,29 @@ for pair in "$ns_c c0" "$ns_s s0"; do
   ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
   ip -n "$1" link set "$2" mtu 9000 up
 done
-mac_s0=$(ip -n "$ns_s" -o link show s0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+mac_of() { ip -n "$1" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
+mac_s0=$(mac_of "$ns_s" s0) mac_c0=$(mac_of "$ns_c" c0)
 set +e
 common=(--preset "$presets/net_af_packet.ini" --idle-sleep-us 5 --mode rocev2)
 
-# capture_start NAME: dumpcap on s0 (the server's side) into NAME.pcap.
+# CAPTURE=NAME capture_start: dumpcap on both veth ends into NAME-s.pcap and
+# NAME-c.pcap. Each end's capture holds what arrives there (net_af_packet
+# transmits past the kernel's taps): together, both directions.
 capture_start() {
-  ip netns exec "$ns_s" dumpcap -q -i s0 -w "$work/$1.pcap" >"$work/$1-dumpcap.log" 2>&1 &
-  capture_pid=$!
-  for _ in $(seq 50); do [ -s "$work/$1.pcap" ] && break; sleep 0.1; done
+  capture_pids=
+  local side
+  for side in "$ns_s s0 s" "$ns_c c0 c"; do
+    set -- $side
+    ip netns exec "$1" dumpcap -q -i "$2" -w "$work/$CAPTURE-$3.pcap" >/dev/null 2>&1 &
+    capture_pids="$capture_pids $!"
+  done
+  for _ in $(seq 50); do [ -s "$work/$CAPTURE-s.pcap" ] && [ -s "$work/$CAPTURE-c.pcap" ] && break; sleep 0.1; done
 }
 capture_stop() {
   sleep 0.5
-  kill -INT "$capture_pid" 2>/dev/null
-  wait "$capture_pid" 2>/dev/null
-  capture_pid=
+  local pid
+  for pid in $capture_pids; do kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  capture_pids=
 }
 # run_pair NAME EXTRA-ARGS...: a server and a client, -n 200 64 KiB WRITE_IMM
 # verified; statuses in $server_status, $client_status.
@@ -89,14 +100,19 @@ run_pair() {
   server_status=$?
   server_pid=
 }
-# pkeys NAME [FILTER]: the distinct BTH P_Keys of the capture's RoCEv2 frames.
-pkeys() {
-  tshark -r "$work/$1.pcap" -Y "infiniband${2:+ && $2}" -T fields -e infiniband.bth.p_key 2>/dev/null | sort -u | tr '\n' ' '
+# fields NAME FILTER FIELD: FIELD of the RoCEv2 frames of both captures that match FILTER.
+fields() {
+  local side
+  for side in s c; do
+    tshark -r "$work/$1-$side.pcap" -Y "infiniband${2:+ && $2}" -T fields -e "$3" 2>/dev/null
+  done
 }
-frames() { tshark -r "$work/$1.pcap" -Y "infiniband${2:+ && $2}" 2>/dev/null | wc -l; }
+# pkeys NAME [FILTER]: their distinct BTH P_Keys; frames NAME [FILTER]: how many.
+pkeys() { fields "$1" "$2" infiniband.bth.p_key | sort -u | tr '\n' ' '; }
+frames() { fields "$1" "$2" infiniband.bth.opcode | wc -l; }
 
-echo "1..6"
-capture_start default
+echo "1..10"
+CAPTURE=default capture_start
 run_pair default
 capture_stop
 check "rocev2 with the defaults: 200 messages verified, both ends exit 0" \
@@ -105,7 +121,8 @@ check "rocev2 with the defaults: 200 messages verified, both ends exit 0" \
 echo "# default: $(frames default) RoCEv2 frames captured, $(frames default 'infiniband.bth.destqp != 1') to data QPs;" \
      "P_Keys: $(pkeys default)"
 check "every RoCEv2 frame both ways (data, ACKs, connection manager) carries P_Key 0xffff" \
-  "[ \$(frames default 'infiniband.bth.destqp != 1') -ge 1000 ] && [ '$(pkeys default)' = '65535 ' ]"
+  "[ \$(frames default 'infiniband.bth.opcode == 0x11') -ge 10 ] && [ \$(frames default 'infiniband.bth.destqp == 1') -ge 4 ] \
+   && [ \$(frames default 'infiniband.bth.destqp != 1') -ge 1000 ] && [ '$(pkeys default)' = '65535 ' ]"
 check "both ends print their GID as perftest does (IPv4-mapped, decimal bytes)" \
   "grep -q '^ GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:79:00:02$' '$work/default-server.out' \
    && grep -q '^ GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:79:00:01$' '$work/default-client.out'"
@@ -113,7 +130,7 @@ check "both ends print the IBTA timers a standard peer should match" \
   "grep -q 'P_Key 0xffff, local ACK timeout 14 (67.1 ms, backing off), retry count 7, RNR retry 7 (no limit)' \
      '$work/default-server.out' && grep -q '^ rocev2: P_Key 0xffff, local ACK timeout 14' '$work/default-client.out'"
 
-capture_start chosen
+CAPTURE=chosen capture_start
 run_pair chosen --pkey 0x8123 --qp-timeout 12 --retry-count 5
 capture_stop
 check "rocev2 --pkey 0x8123 at both ends: 200 messages verified" \
@@ -123,4 +140,47 @@ echo "# chosen: data-QP P_Keys: $(pkeys chosen 'infiniband.bth.destqp != 1')"
 check "every frame to a data QP carries P_Key 0x8123 (33059)" \
   "[ \$(frames chosen 'infiniband.bth.destqp != 1') -ge 1000 ] \
    && [ '$(pkeys chosen 'infiniband.bth.destqp != 1')' = '33059 ' ]"
+
+# Set up by hand: the server first (it prints its buffer), then the client.
+CAPTURE=by-hand capture_start
+ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --peer-ip 10.79.0.1 \
+  --peer-mac "$mac_c0" --qpn 0x111 --psn 0x654321 --peer-qpn 0x222 --peer-psn 0x123456 \
+  -s 65536 -n 200 --op write-imm --verify >"$work/by-hand-server.out" 2>&1 &
+server_pid=$!
+started="$started $server_pid"
+for _ in $(seq 100); do grep -q '^ local address:' "$work/by-hand-server.out" 2>/dev/null && break; sleep 0.1; done
+rkey=$(sed -n 's/^ local address: .* RKey \(0x[0-9a-f]*\) .*/\1/p' "$work/by-hand-server.out")
+vaddr=$(sed -n 's/^ local address: .* VAddr \(0x[0-9a-f]*\).*/\1/p' "$work/by-hand-server.out")
+echo "# by hand: the server printed RKey $rkey VAddr $vaddr"
+check "the server set up by hand prints its QPN, PSN, RKey and VAddr as perftest does" \
+  "grep -q '^ local address: LID 0000 QPN 0x000111 PSN 0x654321 RKey 0x[0-9a-f]\{8\} VAddr 0x[0-9a-f]\{16\}$' \
+     '$work/by-hand-server.out'"
+timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --iface c0 --local-ip 10.79.0.1 \
+  "${common[@]}" --qpn 0x222 --psn 0x123456 --peer-qpn 0x111 --peer-psn 0x654321 --remote-addr "$vaddr" \
+  --rkey "$rkey" -s 65536 -n 200 --op write-imm --verify >"$work/by-hand-client.out" 2>&1
+client_status=$?
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+server_status=$?
+server_pid=
+capture_stop
+check "set up by hand: 200 messages verified by the server, both ends exit 0" \
+  "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
+   && grep -q 'closed: 200 messages checked, 0 wrong' '$work/by-hand-server.out'"
+first_psn=$(tshark -r "$work/by-hand-s.pcap" -Y 'infiniband.bth.destqp == 0x111' -T fields -e infiniband.bth.psn \
+  2>/dev/null | head -1)
+echo "# by hand: $(frames by-hand) frames, $(frames by-hand 'infiniband.bth.destqp == 1') to QP 1," \
+     "$(frames by-hand 'infiniband.bth.destqp == 0x111') to 0x111, $(frames by-hand 'infiniband.bth.destqp == 0x222')" \
+     "to 0x222, first PSN to 0x111: $first_psn; P_Keys: $(pkeys by-hand)"
+check "no connection manager frame on the wire; data to QP 0x111 from PSN 0x123456, answers to QP 0x222" \
+  "[ \$(frames by-hand 'infiniband.bth.destqp == 1') -eq 0 ] && [ '$first_psn' = 1193046 ] \
+   && [ \$(frames by-hand 'infiniband.bth.destqp == 0x111') -ge 1000 ] \
+   && [ \$(frames by-hand 'infiniband.bth.destqp == 0x222') -ge 1 ] \
+   && [ \$(frames by-hand 'infiniband.bth.destqp != 0x111 && infiniband.bth.destqp != 0x222') -eq 0 ] \
+   && [ '$(pkeys by-hand)' = '65535 ' ]"
+check "the client set up by hand prints its own values and the server's" \
+  "grep -q '^ local address: LID 0000 QPN 0x000222 PSN 0x123456 RKey 0x00000000 VAddr 0x0000000000000000$' \
+     '$work/by-hand-client.out' \
+   && grep -q '^ remote address: QPN 0x000111 PSN 0x654321 RKey $rkey VAddr $vaddr$' '$work/by-hand-client.out'"
 exit $failed
