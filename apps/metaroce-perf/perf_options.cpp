@@ -109,7 +109,12 @@ po::options_description describe() {
       ("psn", po::value<std::string>(), "with --peer-qpn: this end's first PSN (default: drawn at random; printed)")
       ("remote-addr", po::value<std::string>(), "--client with --peer-qpn: the server's buffer address (its VAddr)")
       ("rkey", po::value<std::string>(), "--client with --peer-qpn: the server's buffer R_Key (its RKey)")
-      ("peer-ip", po::value<std::string>(), "--server with --peer-qpn: the client's address");
+      ("peer-ip", po::value<std::string>(), "--server with --peer-qpn: the client's address")
+      ("oob-port", po::value<unsigned>(), "--server --mode rocev2: take the client's QPN, PSN and GID by perftest's "
+                                          "out-of-band TCP exchange on this port (instead of --peer-qpn ...), "
+                                          "then answer with ours")
+      ("oob", po::value<std::string>(), "--client --mode rocev2: the server's out-of-band exchange, ADDR:PORT "
+                                        "(its --oob-port; a kernel address, not --client's)");
   return d;
 }
 
@@ -139,11 +144,27 @@ bool read_number(const po::variables_map& vm, const char* key, std::uint64_t max
 
 // The options of a connection set up by hand, and what goes with them.
 bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& message) {
-  const char* keys[] = {"peer-qpn", "peer-psn", "qpn", "psn", "remote-addr", "rkey", "peer-ip"};
+  const char* keys[] = {"peer-qpn", "peer-psn", "qpn", "psn", "remote-addr", "rkey", "peer-ip", "oob", "oob-port"};
   bool any = false;
   for (const char* k : keys) any |= vm.count(k) != 0;
   if (!any) return true;
-  if (!vm.count("peer-qpn") || !vm.count("peer-psn")) {
+  const bool oob = vm.count("oob") || vm.count("oob-port");
+  if (oob) {
+    for (const char* k : {"peer-qpn", "peer-psn", "remote-addr", "rkey", "peer-ip"}) {
+      if (!vm.count(k)) continue;
+      message = fmt::format("--{} comes from the out-of-band exchange: drop it, or --oob/--oob-port", k);
+      return false;
+    }
+    if (vm.count("oob") && o.role != PerfRole::client) {
+      message = "--oob is for --client: the server listens with --oob-port PORT";
+      return false;
+    }
+    if (vm.count("oob-port") && o.role != PerfRole::server) {
+      message = "--oob-port is for --server: the client connects with --oob ADDR:PORT";
+      return false;
+    }
+  }
+  if (!oob && (!vm.count("peer-qpn") || !vm.count("peer-psn"))) {
     message = "a connection set up by hand needs the peer's --peer-qpn and --peer-psn (it prints its own at start)";
     return false;
   }
@@ -152,11 +173,23 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
     return false;
   }
   std::uint64_t v = 0;
-  if (!read_number(vm, "peer-qpn", wire::qpn_mask, v, message)) return false;
-  o.peer_qpn = static_cast<std::uint32_t>(v);
-  if (!read_number(vm, "peer-psn", wire::psn_mask, v, message)) return false;
-  o.peer_psn = static_cast<std::uint32_t>(v);
-  if (o.peer_qpn < 2) {
+  if (oob) {
+    if (vm.count("oob")) o.oob_address = vm["oob"].as<std::string>();
+    if (vm.count("oob-port")) {
+      const unsigned port = vm["oob-port"].as<unsigned>();
+      if (port < 1 || port > 65535) {
+        message = fmt::format("--oob-port {} is out of range: give 1..65535 (perftest's default is 18515)", port);
+        return false;
+      }
+      o.oob_port = static_cast<std::uint16_t>(port);
+    }
+  } else {
+    if (!read_number(vm, "peer-qpn", wire::qpn_mask, v, message)) return false;
+    o.peer_qpn = static_cast<std::uint32_t>(v);
+    if (!read_number(vm, "peer-psn", wire::psn_mask, v, message)) return false;
+    o.peer_psn = static_cast<std::uint32_t>(v);
+  }
+  if (!oob && o.peer_qpn < 2) {
     message = fmt::format("--peer-qpn {:#x} is a special QP: give 0x2..0xffffff", o.peer_qpn);
     return false;
   }
@@ -186,7 +219,7 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
       message = "a connection set up by hand carries --op write, write-imm or send";
       return false;
     }
-    if (o.op != PerfOp::send && (!vm.count("remote-addr") || !vm.count("rkey"))) {
+    if (!oob && o.op != PerfOp::send && (!vm.count("remote-addr") || !vm.count("rkey"))) {
       message = fmt::format("--op {} set up by hand needs the server's buffer: give --remote-addr and --rkey "
                             "(the VAddr and RKey it printed)", to_string(o.op));
       return false;
@@ -203,7 +236,7 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
       message = "--remote-addr and --rkey are for --client: the server prints its own";
       return false;
     }
-    if (!vm.count("peer-ip")) {
+    if (!oob && !vm.count("peer-ip")) {
       message = "--server set up by hand needs the client's address: give --peer-ip ADDR";
       return false;
     }
@@ -215,7 +248,7 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
       message = "--server set up by hand counts what completes there: give --op write-imm or send (as the client)";
       return false;
     }
-    o.peer_ip = vm["peer-ip"].as<std::string>();
+    if (vm.count("peer-ip")) o.peer_ip = vm["peer-ip"].as<std::string>();
   }
   o.by_hand = true;
   return true;
@@ -439,7 +472,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
       return ParseOutcome::error;
     }
-    if (o.role == PerfRole::server && !vm.count("peer-qpn") && (!o.peer_mac.empty() || !o.gateway.empty())) {
+    if (o.role == PerfRole::server && !vm.count("peer-qpn") && !vm.count("oob-port") && (!o.peer_mac.empty() || !o.gateway.empty())) {
       message = "--peer-mac and --gateway are for --client: the server answers each client at the MAC its "
                 "frames came from";
       return ParseOutcome::error;

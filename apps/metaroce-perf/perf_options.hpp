@@ -109,6 +109,11 @@ struct PerfOptions {
   std::uint64_t remote_addr = 0;  // --remote-addr: client, the server's buffer
   std::uint32_t rkey = 0;         // --rkey: client, its R_Key
   std::string peer_ip;            // --peer-ip: server, the client's address
+  // Or the same values by perftest's out-of-band TCP exchange
+  // (common/oob_exchange.hpp): the server listens on --oob-port, the
+  // client connects to --oob ADDR:PORT.
+  std::uint16_t oob_port = 0;  // server; 0: none
+  std::string oob_address;     // client
 };
 
 using ParseOutcome = apps::ParseOutcome;

@@ -1,5 +1,6 @@
 #include "metaroce-perf/remote_run.hpp"
 
+#include <sys/random.h>
 #include <x86intrin.h>
 
 #include <metaroce/endpoint.hpp>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/gid_text.hpp"
+#include "common/oob_exchange.hpp"
 #include "common/run_control.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
@@ -129,6 +131,28 @@ metaroce::StaticConnectOptions by_hand_options(const PerfOptions& o, const metar
   s.peer_qpn = o.peer_qpn;
   s.peer_psn = o.peer_psn;
   return s;
+}
+
+// This end's message of perftest's out-of-band exchange.
+apps::OobKeys out_of_band_keys(const PerfOptions& o, const metaroce::Connection& c, std::uint64_t vaddr,
+                               std::uint32_t rkey) {
+  apps::OobKeys k;
+  k.out_reads = 16;  // the transport's READs and atomics at once
+  k.qpn = c.qpn();
+  k.psn = c.initial_psn();
+  k.rkey = rkey;
+  k.vaddr = vaddr;
+  wire::IpAddress local;
+  if (wire::parse_ip(o.local_ip, local)) k.gid = apps::gid_bytes(local);
+  return k;
+}
+
+// 24 random bits (getrandom(2)): a QPN or PSN a peer cannot guess.
+std::uint32_t random24() {
+  std::uint32_t v = 0;
+  while (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+  }
+  return v & 0xffffff;
 }
 
 // REP: where to write, or what to read or update atomically.
@@ -453,36 +477,70 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   // Set up by hand: the one connection now, its buffers as a client's
   // request would have asked (offer_for: the client computes the same).
   metaroce::Connection* by_hand = nullptr;
-  if (o.by_hand) {
+  // The connection to the client `p` names (its QPN, first PSN, address).
+  const auto set_up_by_hand = [&](const PerfOptions& p) {
     metaroce::ConnectOptions request;
-    request.mode = std::string(transport::to_string(o.mode));
-    request.mtu = o.mtu;
+    request.mode = std::string(transport::to_string(p.mode));
+    request.mtu = p.mtu;
     request.paths = 1;
     request.streams = 1;
-    request.psn_window = o.psn_window;
-    request.peer_mac = o.peer_mac;
-    request.gateway = o.gateway;
-    request.congestion = o.cc.empty() ? "none" : o.cc;
-    apps::set_rocev2_timers(o.rocev2, request);
-    by_hand = e->connect_static(o.peer_ip, by_hand_options(o, request), run.error);
-    if (by_hand == nullptr) return run;
+    request.psn_window = p.psn_window;
+    request.peer_mac = p.peer_mac;
+    request.gateway = p.gateway;
+    request.congestion = p.cc.empty() ? "none" : p.cc;
+    apps::set_rocev2_timers(p.rocev2, request);
+    by_hand = e->connect_static(p.peer_ip, by_hand_options(p, request), run.error);
+    if (by_hand == nullptr) return false;
     metaroce::IncomingRequest in;
-    in.peer_ip = o.peer_ip;
-    in.peer_qpn = o.peer_qpn;
+    in.peer_ip = p.peer_ip;
+    in.peer_qpn = p.peer_qpn;
     in.mode = request.mode;
     in.congestion = request.congestion == "none" ? "" : request.congestion;
     in.paths = 1;
     in.streams = 1;
     in.mtu = by_hand->mtu();
-    in.private_data = encode(offer_for(o, o.sizes.front()));
+    in.private_data = encode(offer_for(p, p.sizes.front()));
     std::vector<std::uint8_t> reply;
     if (accept(in, *by_hand, reply) != metaroce::Verdict::accept) {
       run.error = "no room for the connection's buffers and receives: lower -s or -t";
-      return run;
+      return false;
     }
     const Session& s = *sessions.at(by_hand->qpn());
-    print_local_address(progress, o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+    print_local_address(progress, p, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
                         s.write_memory.valid() ? s.write_memory.key : 0);
+    return true;
+  };
+  if (o.by_hand && o.oob_port == 0 && !set_up_by_hand(o)) return run;
+  if (o.by_hand && o.oob_port != 0) {
+    // perftest's exchange: the client's message first, then ours, for the
+    // connection made in between.
+    if (progress != nullptr) {
+      std::fprintf(progress, " Waiting for a client's out-of-band exchange on TCP port %u; Ctrl-C stops\n",
+                   o.oob_port);
+      std::fflush(progress);
+    }
+    std::string oob_error;
+    const bool exchanged = apps::oob_serve(
+        o.oob_port, 86400.0, [&] { e->idle(e->poll()); }, [] { return interrupted.load(); },
+        [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
+          PerfOptions p = o;
+          p.peer_qpn = theirs.qpn;
+          p.peer_psn = theirs.psn;
+          p.peer_ip = apps::gid_address(theirs.gid);
+          if (!set_up_by_hand(p)) {
+            error = run.error;
+            return false;
+          }
+          const Session& s = *sessions.at(by_hand->qpn());
+          mine = out_of_band_keys(o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                                  s.write_memory.valid() ? s.write_memory.key : 0);
+          return true;
+        },
+        oob_error);
+    if (!exchanged) {
+      if (run.error.empty()) run.error = oob_error;
+      return run;
+    }
   }
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
@@ -579,17 +637,39 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
 // `error` (which connection failed and why) when one fails, after closing
 // those the server accepted.
 bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
-                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
+                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error,
+                      std::FILE* progress) {
   const std::uint32_t qps = o.qps;
   conns.clear();
-  if (o.by_hand) {  // one connection, the server's buffer from the command line
+  if (o.by_hand) {  // one connection, the server's buffer from the command line or the exchange
+    PerfOptions p = o;
+    if (!o.oob_address.empty()) {
+      // perftest's exchange: our QPN and first PSN go first, so we draw them now.
+      while (p.qpn < 2) p.qpn = random24();
+      if (!p.psn_given) p.psn = random24();
+      p.psn_given = true;
+      apps::OobKeys mine, theirs;
+      mine.out_reads = 16;
+      mine.qpn = p.qpn;
+      mine.psn = p.psn;
+      wire::IpAddress local;
+      if (wire::parse_ip(o.local_ip, local)) mine.gid = apps::gid_bytes(local);
+      if (!apps::oob_connect(o.oob_address, o.cm_timeout_s + 30.0, [&] { e.idle(e.poll()); },
+                             [] { return interrupted.load(); }, mine, theirs, error))
+        return false;
+      p.peer_qpn = theirs.qpn;
+      p.peer_psn = theirs.psn;
+      p.remote_addr = theirs.vaddr;
+      p.rkey = theirs.rkey;
+    }
     ClientConnection c;
-    c.connection = e.connect_static(o.server_address, by_hand_options(o, request), error);
+    c.connection = e.connect_static(o.server_address, by_hand_options(p, request), error);
     if (c.connection == nullptr) return false;
-    c.remote_base = o.remote_addr;
-    c.rkey = o.rkey;
+    c.remote_base = p.remote_addr;
+    c.rkey = p.rkey;
     c.by_hand = true;
     conns.push_back(c);
+    print_local_address(progress, p, *c.connection, 0, 0);
     return true;
   }
   std::vector<metaroce::ConnectOptions> requests(qps, request);
@@ -645,8 +725,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
 
   std::vector<ClientConnection> conns;
   const double setup_before = run.cm_setup_seconds;
-  if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
-  if (o.by_hand) print_local_address(progress, o, *conns[0].connection, 0, 0);
+  if (!open_connections(o, e, request, offer, conns, run, run.error, progress)) return false;
   const double setup_seconds = run.cm_setup_seconds - setup_before;
   // A port (or the server's) that carries less than --mtu: the payload per
   // packet the two ends agreed on, said once.

@@ -8,6 +8,10 @@
 # Then a connection set up by hand (--peer-qpn/--peer-psn, the server's
 # printed VAddr and RKey given to the client as --remote-addr/--rkey): no
 # connection manager frame on the wire, the QPNs and first PSN as given.
+# Then perftest's out-of-band TCP exchange (--oob-port / --oob) over a
+# second veth pair with kernel addresses, captured: two 108-byte messages
+# in the documented format (doc/WIRE.md), client's first, carrying what
+# each end printed.
 # Root only (skips else); always cleans up. TAP.
 # Usage: interop_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
 perf="$1"
@@ -53,6 +57,12 @@ for pair in "$ns_c c0" "$ns_s s0"; do
   ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
   ip -n "$1" link set "$2" mtu 9000 up
 done
+# The out-of-band network: a second veth pair, the kernel's own addresses.
+ip link add m0 netns "$ns_c" type veth peer name m1 netns "$ns_s"
+ip -n "$ns_c" addr add 10.80.0.1/24 dev m0
+ip -n "$ns_s" addr add 10.80.0.2/24 dev m1
+ip -n "$ns_c" link set m0 up
+ip -n "$ns_s" link set m1 up
 mac_of() { ip -n "$1" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
 mac_s0=$(mac_of "$ns_s" s0) mac_c0=$(mac_of "$ns_c" c0)
 set +e
@@ -111,7 +121,7 @@ fields() {
 pkeys() { fields "$1" "$2" infiniband.bth.p_key | sort -u | tr '\n' ' '; }
 frames() { fields "$1" "$2" infiniband.bth.opcode | wc -l; }
 
-echo "1..10"
+echo "1..14"
 CAPTURE=default capture_start
 run_pair default
 capture_stop
@@ -183,4 +193,50 @@ check "the client set up by hand prints its own values and the server's" \
   "grep -q '^ local address: LID 0000 QPN 0x000222 PSN 0x123456 RKey 0x00000000 VAddr 0x0000000000000000$' \
      '$work/by-hand-client.out' \
    && grep -q '^ remote address: QPN 0x000111 PSN 0x654321 RKey $rkey VAddr $vaddr$' '$work/by-hand-client.out'"
+
+# perftest's out-of-band exchange: the server learns the client's QPN, PSN
+# and GID (its address), and answers with its own and its buffer.
+ip netns exec "$ns_s" dumpcap -q -i m1 -f 'tcp port 18515' -w "$work/oob.pcap" >/dev/null 2>&1 &
+oob_capture=$!
+capture_pids="$oob_capture"
+for _ in $(seq 50); do [ -s "$work/oob.pcap" ] && break; sleep 0.1; done
+ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --oob-port 18515 \
+  -s 65536 -n 200 --op write-imm --verify >"$work/oob-server.out" 2>&1 &
+server_pid=$!
+started="$started $server_pid"
+sleep 1
+timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --iface c0 --local-ip 10.79.0.1 \
+  "${common[@]}" --oob 10.80.0.2:18515 -s 65536 -n 200 --op write-imm --verify >"$work/oob-client.out" 2>&1
+client_status=$?
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+server_status=$?
+server_pid=
+capture_stop
+check "out-of-band exchange: 200 messages verified by the server, both ends exit 0" \
+  "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
+   && grep -q 'closed: 200 messages checked, 0 wrong' '$work/oob-server.out'"
+# The TCP payloads, in order: "SOURCE HEX".
+tshark -r "$work/oob.pcap" -Y 'tcp.len > 0' -T fields -e ip.src -e tcp.payload 2>/dev/null >"$work/oob.txt"
+message() { sed -n "${1}p" "$work/oob.txt" | cut -f2 | tr -d ':' | xxd -r -p | tr '\0' '@'; }
+client_msg=$(message 1) server_msg=$(message 2)
+echo "# out-of-band: $(wc -l <"$work/oob.txt") payloads; client sent '$client_msg'; server sent '$server_msg'"
+format='^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{6}:[0-9a-f]{6}:[0-9a-f]{8}:[0-9a-f]{16}:([0-9a-f]{2}:){16}[0-9a-f]{8}:@$'
+check "the exchange is two 108-byte messages, the client's first, each in perftest's documented format" \
+  "[ \$(wc -l <'$work/oob.txt') -eq 2 ] && [ \$(cut -f1 '$work/oob.txt' | head -1) = 10.80.0.1 ] \
+   && [ \${#client_msg} -eq 108 ] && [ \${#server_msg} -eq 108 ] \
+   && echo '$client_msg' | grep -Eq '$format' && echo '$server_msg' | grep -Eq '$format'"
+# What each printed must be what it sent: QPN, PSN (and the server's RKey and VAddr), GID.
+printed() {  # FILE -> "qpn:psn:rkey:vaddr" as the message spells them
+  sed -n 's/^ local address: LID 0000 QPN 0x\([0-9a-f]*\) PSN 0x\([0-9a-f]*\) RKey 0x\([0-9a-f]*\) VAddr 0x\([0-9a-f]*\)$/\1:\2:\3:\4/p' "$1"
+}
+check "the client's message carries its printed QPN and PSN and its GID ::ffff:10.79.0.1" \
+  "[ '$(echo "$client_msg" | cut -d: -f3,4)' = '$(printed "$work/oob-client.out" | cut -d: -f1,2)' ] \
+   && [ '$(echo "$client_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:01' ] \
+   && [ -n '$(printed "$work/oob-client.out")' ]"
+check "the server's message carries its printed QPN, PSN, RKey and VAddr and its GID ::ffff:10.79.0.2" \
+  "[ '$(echo "$server_msg" | cut -d: -f3-6)' = '$(printed "$work/oob-server.out")' ] \
+   && [ '$(echo "$server_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:02' ] \
+   && [ -n '$(printed "$work/oob-server.out")' ]"
 exit $failed
