@@ -12,6 +12,8 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "transport/config.hpp"
+
 namespace metaroce::apps {
 
 struct Rocev2Options {
@@ -106,10 +108,8 @@ inline std::string rocev2_summary(const Rocev2Options& r) {
 
 // The MTU check of rocev2: an IB path MTU.
 inline bool check_rocev2_mtu(bool rocev2, std::uint32_t mtu, std::string& message) {
-  if (!rocev2) return true;
-  for (const std::uint32_t m : {256u, 512u, 1024u, 2048u, 4096u})
-    if (m == mtu) return true;
-  message = fmt::format("--mtu {} is not an IB MTU: --mode rocev2 takes 256, 512, 1024, 2048 or 4096", mtu);
+  if (!rocev2 || transport::is_ib_mtu(mtu)) return true;
+  message = fmt::format("--mtu {} is not an IB MTU: --mode rocev2 takes {}", mtu, transport::ib_mtu_names);
   return false;
 }
 
