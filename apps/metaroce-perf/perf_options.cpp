@@ -169,7 +169,7 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
     return false;
   }
   if (o.role == PerfRole::loopback || o.mode != transport::Mode::rocev2) {
-    message = "--peer-qpn and the other set-up options are for --server/--client --mode rocev2";
+    message = "--peer-qpn, --oob and the other set-up options are for --server/--client --mode rocev2";
     return false;
   }
   std::uint64_t v = 0;
