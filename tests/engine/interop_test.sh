@@ -11,11 +11,15 @@
 # Then perftest's out-of-band TCP exchange (--oob-port / --oob) over a
 # second veth pair with kernel addresses, captured: two 108-byte messages
 # in the documented format (doc/WIRE.md), client's first, carrying what
-# each end printed.
+# each end printed. Last, metaroce-gen -> metaroce-sink in rocev2 with
+# --pkey and --qp-timeout at both ends: every message verified, the P_Key
+# on every data frame.
 # Root only (skips else); always cleans up. TAP.
-# Usage: interop_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
+# Usage: interop_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR PATH/metaroce-gen PATH/metaroce-sink
 perf="$1"
 presets="$2"
+gen="$3"
+sink="$4"
 if [ "$(id -u)" -ne 0 ]; then
   echo "1..0 # SKIP not root: network namespaces and veths need root (run tools/test as root)"
   exit 0
@@ -121,7 +125,7 @@ fields() {
 pkeys() { fields "$1" "$2" infiniband.bth.p_key | sort -u | tr '\n' ' '; }
 frames() { fields "$1" "$2" infiniband.bth.opcode | wc -l; }
 
-echo "1..14"
+echo "1..16"
 CAPTURE=default capture_start
 run_pair default
 capture_stop
@@ -239,4 +243,30 @@ check "the server's message carries its printed QPN, PSN, RKey and VAddr and its
   "[ '$(echo "$server_msg" | cut -d: -f3-6)' = '$(printed "$work/oob-server.out")' ] \
    && [ '$(echo "$server_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:02' ] \
    && [ -n '$(printed "$work/oob-server.out")' ]"
+
+# metaroce-gen and metaroce-sink, both given the partition and the timers.
+CAPTURE=gen capture_start
+ip netns exec "$ns_s" "$sink" --preset "$presets/net_af_packet.ini" --iface s0 --local-ip 10.79.0.2 \
+  --idle-sleep-us 5 --pkey 0x8123 --qp-timeout 12 --quiet --json "$work/sink.json" >"$work/sink.out" 2>&1 &
+server_pid=$!
+started="$started $server_pid"
+sleep 1
+timeout 60 ip netns exec "$ns_c" "$gen" --preset "$presets/net_af_packet.ini" --iface c0 --local-ip 10.79.0.1 \
+  --sink 10.79.0.2 --peer-mac "$mac_s0" --idle-sleep-us 5 --mode rocev2 --pkey 0x8123 --qp-timeout 12 \
+  -c 2 -n 100 --size 4096-65536 --quiet --json "$work/gen.json" >"$work/gen.out" 2>&1
+client_status=$?
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+server_status=$?
+server_pid=
+capture_stop
+echo "# gen -> sink: data-QP P_Keys $(pkeys gen 'infiniband.bth.destqp != 1'), $(frames gen 'infiniband.bth.destqp != 1') frames"
+check "metaroce-gen -> metaroce-sink, rocev2 --pkey 0x8123 --qp-timeout 12: both exit 0, every message verified" \
+  "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] && jq -e '.ok == true' '$work/gen.json' >/dev/null \
+   && jq -e '.ok == true' '$work/sink.json' >/dev/null \
+   && grep -q '^ rocev2: P_Key 0x8123, local ACK timeout 12 (16.8 ms, backing off)' '$work/gen.out' \
+   && grep -q '^ rocev2 connections: P_Key 0x8123, local ACK timeout 12' '$work/sink.out'"
+check "every gen/sink frame to a data QP carries P_Key 0x8123" \
+  "[ \$(frames gen 'infiniband.bth.destqp != 1') -ge 100 ] && [ '$(pkeys gen 'infiniband.bth.destqp != 1')' = '33059 ' ]"
 exit $failed
