@@ -35,7 +35,8 @@ po::options_description describe() {
                                               "goes on stream m mod streams")
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32)")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
-      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
+      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096); --mode rocev2: "
+                                          "an IB MTU, 256, 512, 1024, 2048 or 4096")
       ("cc", po::value<std::string>(), "congestion control: metaroce | dcqcn | fixed (default none: the path "
                                        "window bounds each path)")
       ("size,s", po::value<std::string>(), "message sizes in bytes: N, MIN-MAX (uniform), A,B,C (each alike) or "
@@ -58,6 +59,7 @@ po::options_description describe() {
                                              "after the last post (default 10)")
       ("json", po::value<std::string>(), "write the summary as JSON to FILE")
       ("quiet", "no progress line each second");
+  add_rocev2_options(d);
   return d;
 }
 
@@ -183,6 +185,10 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
     o.paths = 1;
     o.streams = 1;
   }
+  if (!read_rocev2_options(vm, o.mode == "rocev2", o.rocev2, message) ||
+      !check_rocev2_mtu(o.mode == "rocev2", o.port.mtu, message))
+    return ParseOutcome::error;
+  o.port.pkey = o.rocev2.pkey;
   if (vm.count("cc")) o.cc = vm["cc"].as<std::string>();
   if (vm.count("size") && vm.count("size-file")) {
     message = "--size and --size-file exclude each other: give one";

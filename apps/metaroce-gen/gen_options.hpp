@@ -9,6 +9,7 @@
 #include <metaroce/endpoint.hpp>
 
 #include "common/port_options.hpp"
+#include "common/rocev2_options.hpp"
 #include "common/run_control.hpp"
 #include "common/traffic_message.hpp"
 #include "metaroce-gen/size_distribution.hpp"
@@ -25,6 +26,7 @@ struct GenOptions {
   std::uint16_t streams = 1;
   std::uint32_t path_window = 32;
   std::string mode = "metaroce";  // or rocev2
+  Rocev2Options rocev2;           // --pkey (also in port.pkey), --qp-timeout, --retry-count, --rnr-retry
   std::string cc;  // empty: none
   traffic::SizeDistribution sizes;
   // Relative weights of write, write-imm, send (index: traffic::Op).

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/gid_text.hpp"
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
 #include "fabric/random.hpp"
@@ -167,6 +168,7 @@ bool Generator::connect_all() {
   request.gateway = o_.gateway;
   request.peer_mac = o_.peer_mac;
   request.congestion = o_.cc.empty() ? "none" : o_.cc;
+  if (o_.mode == "rocev2") set_rocev2_timers(o_.rocev2, request);
   lives_.resize(o_.connections);
   std::vector<metaroce::ConnectOptions> requests(o_.connections, request);
   for (std::uint32_t i = 0; i < o_.connections; ++i) {
@@ -453,6 +455,8 @@ GenResult Generator::run() {
                              o_.peer_mac.empty() ? "" : ", given")
                      .c_str(),
                  o_.port.local_ip.c_str(), e_->port_name().c_str());
+    std::fprintf(progress_, " GID: %s\n", gid_text(o_.port.local_ip).c_str());
+    if (o_.mode == "rocev2") std::fprintf(progress_, " rocev2: %s\n", rocev2_summary(o_.rocev2).c_str());
     std::fflush(progress_);
   }
   const std::uint64_t connecting_ns = monotonic_ns();

@@ -570,6 +570,13 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   config.connection.min_rto = 2'000'000;
   config.connection.retry_limit = 50;
   config.connection.rnr_retry_limit = 50;
+  if (o.mode == transport::Mode::rocev2) {
+    config.connection.pkey = o.rocev2.pkey;
+    // Asked for: IBTA's timers instead.
+    if (o.rocev2.timers_given)
+      transport::apply(transport::IbtaTimers{o.rocev2.qp_timeout, o.rocev2.retry_count, o.rocev2.rnr_retry},
+                       config.connection);
+  }
   // A short ring: the backlog waits in the connection's window (no timer
   // running) instead of in the ring (timer running).
   config.ports.rx_desc = loopback_ring_size;
@@ -869,6 +876,14 @@ std::uint32_t loopback_zero_copy_threshold(const PerfOptions& o) noexcept {
 
 RunResult run_loopback(const PerfOptions& options, const FrameTap& tap, std::FILE* progress) {
   RunResult run;
+  if (progress != nullptr && options.mode == transport::Mode::rocev2 && !options.raw) {
+    if (options.rocev2.timers_given)
+      std::fprintf(progress, " rocev2 timers: %s\n", apps::rocev2_summary(options.rocev2).c_str());
+    else  // run_size's own: what a shared VM's stalls need
+      std::fprintf(progress, " rocev2 timers (the loopback's, tuned for shared cores; --qp-timeout, --retry-count "
+                   "and --rnr-retry for IBTA's): P_Key %#06x, RTO 5 ms at first, 2 ms at least, backing off; "
+                   "50 retries, 50 RNR retries\n", options.rocev2.pkey);
+  }
   for (const std::uint64_t size : options.sizes)
     if (!run_size(options, size, tap, progress, run)) break;
   return run;

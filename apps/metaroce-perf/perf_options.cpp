@@ -73,7 +73,8 @@ po::options_description describe() {
       ("path-window", po::value<std::uint32_t>(), "packets in flight per path, 1..256 (default 32): the window "
                                                   "without --cc, and a ceiling with it; metaroce mode only")
       ("mode", po::value<std::string>(), "metaroce | rocev2 (default metaroce)")
-      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096)")
+      ("mtu", po::value<std::uint32_t>(), "payload bytes per packet, 256..9000 (default 4096); --mode rocev2: "
+                                          "an IB MTU, 256, 512, 1024, 2048 or 4096")
       ("op", po::value<std::string>(), "write | write-imm | send | read | fetch-add | cmp-swap (default write); "
                                        "the atomics work on 8 bytes (-s 8); with --server/--client the server "
                                        "offers the region they read or update")
@@ -114,6 +115,21 @@ po::options_description describe() {
                                            "connection (X25519 through the connection manager; --loopback: "
                                            "derived from FILE per pair), payload encrypted unless --auth-only")
       ("auth-only", "with --secure: authenticate every packet, encrypt nothing");
+  apps::add_rocev2_options(d);
+  d.add_options()
+      ("peer-qpn", po::value<std::string>(), "--server/--client --mode rocev2 set up by hand, without the "
+                                             "connection manager: the peer's QPN (0x2..0xffffff; hex with 0x)")
+      ("peer-psn", po::value<std::string>(), "with --peer-qpn: the peer's first PSN (24 bits)")
+      ("qpn", po::value<std::string>(), "with --peer-qpn: this end's QPN (default: drawn at random; printed)")
+      ("psn", po::value<std::string>(), "with --peer-qpn: this end's first PSN (default: drawn at random; printed)")
+      ("remote-addr", po::value<std::string>(), "--client with --peer-qpn: the server's buffer address (its VAddr)")
+      ("rkey", po::value<std::string>(), "--client with --peer-qpn: the server's buffer R_Key (its RKey)")
+      ("peer-ip", po::value<std::string>(), "--server with --peer-qpn: the client's address")
+      ("oob-port", po::value<unsigned>(), "--server --mode rocev2: take the client's QPN, PSN and GID by perftest's "
+                                          "out-of-band TCP exchange on this port (instead of --peer-qpn ...), "
+                                          "then answer with ours")
+      ("oob", po::value<std::string>(), "--client --mode rocev2: the server's out-of-band exchange, ADDR:PORT "
+                                        "(its --oob-port; a kernel address, not --client's)");
   return d;
 }
 
@@ -121,6 +137,137 @@ po::options_description describe() {
 constexpr std::uint32_t max_qps = 16384;
 // --lcores: 2 x 16 lcore threads fit EAL's 128.
 constexpr std::uint16_t max_lcores = 16;
+
+// --KEY as a number up to `max`, decimal or 0x-hex; false with one line.
+bool read_number(const po::variables_map& vm, const char* key, std::uint64_t max, std::uint64_t& out,
+                 std::string& message) {
+  const std::string text = vm[key].as<std::string>();
+  std::size_t used = 0;
+  std::uint64_t v = 0;
+  try {
+    v = std::stoull(text, &used, 0);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text[0] == '-' || v > max) {
+    message = fmt::format("--{} '{}' is not a number up to {:#x}: give it in decimal or as 0x hex", key, text, max);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+// The options of a connection set up by hand, and what goes with them.
+bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& message) {
+  const char* keys[] = {"peer-qpn", "peer-psn", "qpn", "psn", "remote-addr", "rkey", "peer-ip", "oob", "oob-port"};
+  bool any = false;
+  for (const char* k : keys) any |= vm.count(k) != 0;
+  if (!any) return true;
+  const bool oob = vm.count("oob") || vm.count("oob-port");
+  if (oob) {
+    for (const char* k : {"peer-qpn", "peer-psn", "remote-addr", "rkey", "peer-ip"}) {
+      if (!vm.count(k)) continue;
+      message = fmt::format("--{} comes from the out-of-band exchange: drop it, or --oob/--oob-port", k);
+      return false;
+    }
+    if (vm.count("oob") && o.role != PerfRole::client) {
+      message = "--oob is for --client: the server listens with --oob-port PORT";
+      return false;
+    }
+    if (vm.count("oob-port") && o.role != PerfRole::server) {
+      message = "--oob-port is for --server: the client connects with --oob ADDR:PORT";
+      return false;
+    }
+  }
+  if (!oob && (!vm.count("peer-qpn") || !vm.count("peer-psn"))) {
+    message = "a connection set up by hand needs the peer's --peer-qpn and --peer-psn (it prints its own at start)";
+    return false;
+  }
+  if (o.role == PerfRole::loopback || o.mode != transport::Mode::rocev2) {
+    message = "--peer-qpn, --oob and the other set-up options are for --server/--client --mode rocev2";
+    return false;
+  }
+  std::uint64_t v = 0;
+  if (oob) {
+    if (vm.count("oob")) o.oob_address = vm["oob"].as<std::string>();
+    if (vm.count("oob-port")) {
+      const unsigned port = vm["oob-port"].as<unsigned>();
+      if (port < 1 || port > 65535) {
+        message = fmt::format("--oob-port {} is out of range: give 1..65535 (perftest's default is 18515)", port);
+        return false;
+      }
+      o.oob_port = static_cast<std::uint16_t>(port);
+    }
+  } else {
+    if (!read_number(vm, "peer-qpn", wire::qpn_mask, v, message)) return false;
+    o.peer_qpn = static_cast<std::uint32_t>(v);
+    if (!read_number(vm, "peer-psn", wire::psn_mask, v, message)) return false;
+    o.peer_psn = static_cast<std::uint32_t>(v);
+  }
+  if (!oob && o.peer_qpn < 2) {
+    message = fmt::format("--peer-qpn {:#x} is a special QP: give 0x2..0xffffff", o.peer_qpn);
+    return false;
+  }
+  if (vm.count("qpn")) {
+    if (!read_number(vm, "qpn", wire::qpn_mask, v, message)) return false;
+    o.qpn = static_cast<std::uint32_t>(v);
+    if (o.qpn < 2) {
+      message = fmt::format("--qpn {:#x} is a special QP: give 0x2..0xffffff", o.qpn);
+      return false;
+    }
+  }
+  if (vm.count("psn")) {
+    if (!read_number(vm, "psn", wire::psn_mask, v, message)) return false;
+    o.psn = static_cast<std::uint32_t>(v);
+    o.psn_given = true;
+  }
+  if (o.sizes.size() != 1 || vm.count("qps")) {
+    message = "a connection set up by hand is one connection of one size: drop --all-sizes and --qps";
+    return false;
+  }
+  if (o.role == PerfRole::client) {
+    if (vm.count("peer-ip")) {
+      message = "--peer-ip is for --server: the client's peer is its --client ADDR";
+      return false;
+    }
+    if (o.op != PerfOp::write && o.op != PerfOp::write_imm && o.op != PerfOp::send) {
+      message = "a connection set up by hand carries --op write, write-imm or send";
+      return false;
+    }
+    if (!oob && o.op != PerfOp::send && (!vm.count("remote-addr") || !vm.count("rkey"))) {
+      message = fmt::format("--op {} set up by hand needs the server's buffer: give --remote-addr and --rkey "
+                            "(the VAddr and RKey it printed)", to_string(o.op));
+      return false;
+    }
+    if (vm.count("remote-addr")) {
+      if (!read_number(vm, "remote-addr", ~std::uint64_t{0}, o.remote_addr, message)) return false;
+    }
+    if (vm.count("rkey")) {
+      if (!read_number(vm, "rkey", 0xffff'ffffu, v, message)) return false;
+      o.rkey = static_cast<std::uint32_t>(v);
+    }
+  } else {
+    if (vm.count("remote-addr") || vm.count("rkey")) {
+      message = "--remote-addr and --rkey are for --client: the server prints its own";
+      return false;
+    }
+    if (!oob && !vm.count("peer-ip")) {
+      message = "--server set up by hand needs the client's address: give --peer-ip ADDR";
+      return false;
+    }
+    if (vm.count("duration")) {
+      message = "--server set up by hand stops after -n messages: give -n as the client's, not --duration";
+      return false;
+    }
+    if (o.op != PerfOp::write_imm && o.op != PerfOp::send) {
+      message = "--server set up by hand counts what completes there: give --op write-imm or send (as the client)";
+      return false;
+    }
+    if (vm.count("peer-ip")) o.peer_ip = vm["peer-ip"].as<std::string>();
+  }
+  o.by_hand = true;
+  return true;
+}
 
 template <class T>
 bool in_range(const po::variables_map& vm, const char* key, T min, T max, T& out, std::string& message) {
@@ -222,6 +369,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     o.paths = 1;
     o.streams = 1;
   }
+  if (!apps::read_rocev2_options(vm, o.mode == transport::Mode::rocev2, o.rocev2, message) ||
+      !apps::check_rocev2_mtu(o.mode == transport::Mode::rocev2, o.mtu, message))
+    return ParseOutcome::error;
   if (vm.count("op")) {
     const std::string op = vm["op"].as<std::string>();
     bool known = false;
@@ -359,7 +509,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       message = fmt::format("--peer-mac '{}' is not a MAC address: give xx:xx:xx:xx:xx:xx", o.peer_mac);
       return ParseOutcome::error;
     }
-    if (o.role == PerfRole::server && (!o.peer_mac.empty() || !o.gateway.empty())) {
+    if (o.role == PerfRole::server && !vm.count("peer-qpn") && !vm.count("oob-port") && (!o.peer_mac.empty() || !o.gateway.empty())) {
       message = "--peer-mac and --gateway are for --client: the server answers each client at the MAC its "
                 "frames came from";
       return ParseOutcome::error;
@@ -465,6 +615,15 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   o.verify = vm.count("verify") != 0;
+  if (!read_by_hand(vm, o, message)) return ParseOutcome::error;
+  if (o.by_hand && o.role == PerfRole::server && !o.peer_ip.empty()) {
+    wire::IpAddress peer, local;
+    if (!wire::parse_ip(o.peer_ip, peer) || !wire::parse_ip(o.local_ip, local) || peer.version != local.version) {
+      message = fmt::format("--peer-ip '{}' is not an IP address of --local-ip's family: give A.B.C.D, or IPv6",
+                            o.peer_ip);
+      return ParseOutcome::error;
+    }
+  }
   o.report_gbits = vm.count("report-gbits") != 0;
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   if (vm.count("capture")) o.capture_path = vm["capture"].as<std::string>();

@@ -9,6 +9,7 @@
 
 #include "common/command_line.hpp"
 #include "common/plane_ports.hpp"
+#include "common/rocev2_options.hpp"
 
 #include "secure/keys.hpp"
 #include "transport/types.hpp"
@@ -78,6 +79,7 @@ struct PerfOptions {
   // bounds the queue the ends build in the rings between them.
   std::uint32_t path_window = 32;
   transport::Mode mode = transport::Mode::metaroce;
+  apps::Rocev2Options rocev2;  // --pkey, --qp-timeout, --retry-count, --rnr-retry (--mode rocev2)
   std::uint32_t mtu = 4096;
   PerfOp op = PerfOp::write;
   PerfTest test = PerfTest::bw;  // lat forces tx_depth 1 (one message in flight per connection)
@@ -107,6 +109,23 @@ struct PerfOptions {
   bool auth_only = false;
   bool raw = false;  // --raw: bare frames over the loopback's rings, no transport (raw_run.hpp)
   std::vector<std::string> eal_args;  // after `--`; empty: no-hugepage defaults
+  // Set up by hand (--peer-qpn): no connection manager; both ends are given
+  // each other's QPN and first PSN (and the client the server's buffer),
+  // and print their own at start. One connection, one size, --mode rocev2.
+  bool by_hand = false;
+  std::uint32_t qpn = 0;         // --qpn: this end's (0: drawn from getrandom)
+  bool psn_given = false;
+  std::uint32_t psn = 0;         // --psn: this end's first PSN
+  std::uint32_t peer_qpn = 0;    // --peer-qpn
+  std::uint32_t peer_psn = 0;    // --peer-psn
+  std::uint64_t remote_addr = 0;  // --remote-addr: client, the server's buffer
+  std::uint32_t rkey = 0;         // --rkey: client, its R_Key
+  std::string peer_ip;            // --peer-ip: server, the client's address
+  // Or the same values by perftest's out-of-band TCP exchange
+  // (common/oob_exchange.hpp): the server listens on --oob-port, the
+  // client connects to --oob ADDR:PORT.
+  std::uint16_t oob_port = 0;  // server; 0: none
+  std::string oob_address;     // client
 };
 
 using ParseOutcome = apps::ParseOutcome;

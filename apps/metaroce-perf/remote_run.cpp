@@ -1,5 +1,6 @@
 #include "metaroce-perf/remote_run.hpp"
 
+#include <sys/random.h>
 #include <x86intrin.h>
 
 #include <metaroce/endpoint.hpp>
@@ -19,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include "common/gid_text.hpp"
+#include "common/oob_exchange.hpp"
 #include "common/run_control.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
@@ -83,6 +86,73 @@ bool decode(const std::vector<std::uint8_t>& b, Offer& o) {
 // " (connection 2 of 4)" for a client's -q connection, "" for its only one.
 std::string which_of(const Offer& o) {
   return o.connections > 1 ? fmt::format(" (connection {} of {})", o.connection + 1, o.connections) : std::string();
+}
+
+// What the client sends of `size` and what the server keeps ready for it:
+// one formula, so that two ends set up by hand (no REQ carries it) agree.
+Offer offer_for(const PerfOptions& o, std::uint64_t size) {
+  // As in the loopback: up to tx_depth slots per connection, within the
+  // slot budget for the whole size (at least one each).
+  const auto slots = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(slot_budget_bytes / (size * o.qps), 1, o.tx_depth));  // per connection
+  Offer offer;
+  offer.op = o.op;
+  offer.verify = o.verify;
+  offer.slots = slots;
+  offer.size = size;
+  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
+  offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      per_stream_in_flight + 1,
+      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
+                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * o.qps) : ~0ull)));
+  return offer;
+}
+
+// This end of a connection set up by hand, as perftest prints it.
+void print_local_address(std::FILE* progress, const PerfOptions& o, const metaroce::Connection& c,
+                         std::uint64_t vaddr, std::uint32_t rkey) {
+  if (progress == nullptr) return;
+  std::fprintf(progress, " local address: LID 0000 QPN 0x%06x PSN 0x%06x RKey 0x%08x VAddr 0x%016llx\n GID: %s\n",
+               c.qpn(), c.initial_psn(), rkey, static_cast<unsigned long long>(vaddr),
+               apps::gid_text(o.local_ip).c_str());
+  std::fprintf(progress, " remote address: QPN 0x%06x PSN 0x%06x%s\n", o.peer_qpn, o.peer_psn,
+               o.role == PerfRole::client && o.op != PerfOp::send
+                   ? fmt::format(" RKey 0x{:08x} VAddr 0x{:016x}", o.rkey, o.remote_addr).c_str()
+                   : "");
+  std::fflush(progress);
+}
+
+metaroce::StaticConnectOptions by_hand_options(const PerfOptions& o, const metaroce::ConnectOptions& request) {
+  metaroce::StaticConnectOptions s;
+  s.connection = request;
+  s.local_qpn = o.qpn;
+  s.local_psn_given = o.psn_given;
+  s.local_psn = o.psn;
+  s.peer_qpn = o.peer_qpn;
+  s.peer_psn = o.peer_psn;
+  return s;
+}
+
+// This end's message of perftest's out-of-band exchange.
+apps::OobKeys out_of_band_keys(const PerfOptions& o, const metaroce::Connection& c, std::uint64_t vaddr,
+                               std::uint32_t rkey) {
+  apps::OobKeys k;
+  k.out_reads = 16;  // the transport's READs and atomics at once
+  k.qpn = c.qpn();
+  k.psn = c.initial_psn();
+  k.rkey = rkey;
+  k.vaddr = vaddr;
+  wire::IpAddress local;
+  if (wire::parse_ip(o.local_ip, local)) k.gid = apps::gid_bytes(local);
+  return k;
+}
+
+// 24 random bits (getrandom(2)): a QPN or PSN a peer cannot guess.
+std::uint32_t random24() {
+  std::uint32_t v = 0;
+  while (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+  }
+  return v & 0xffffff;
 }
 
 // REP: where to write, or what to read or update atomically.
@@ -173,6 +243,7 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.connect_timeout_s = o.cm_timeout_s;
   r.key_file = o.key_file;
   r.auth_only = o.auth_only;
+  r.pkey = o.rocev2.pkey;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.
   r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;
@@ -344,32 +415,19 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   listening.queue_for_accept = false;
   listening.path_window = o.path_window;
   listening.psn_window = o.psn_window;
+  apps::set_rocev2_timers(o.rocev2, listening);
   e->listen(accept, listening);
-  if (progress != nullptr) {
+  if (progress != nullptr && !o.by_hand) {
     std::fprintf(progress, " Waiting for clients on %s (MAC %s, address %s), at most %u connections at once; "
                  "Ctrl-C stops\n", e->port_name().c_str(), e->mac().c_str(), o.local_ip.c_str(), o.max_connections);
+    std::fprintf(progress, " GID: %s\n rocev2 connections: %s\n", apps::gid_text(o.local_ip).c_str(),
+                 apps::rocev2_summary(o.rocev2).c_str());
     std::fflush(progress);
   }
   bool finished = false;
   std::uint64_t finish_at = 0;
-  // A client's DREQ (its completions were delivered before it, in the same
-  // turn), or its new incarnation.
-  e->set_peer_close_handler([&](metaroce::Connection& connection, bool superseded) {
-    const std::uint32_t qpn = connection.qpn();
-    const auto it = sessions.find(qpn);
-    if (it == sessions.end()) return;
-    Session& s = *it->second;
-    if (superseded) {
-      if (progress != nullptr)
-        std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
-      close_session(s);
-      sessions.erase(it);
-      return;
-    }
-    ClientSummary client;
-    if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
-    s.check_final(client.completed);
-    connection.set_close_reply(encode(s.summary));
+  // One connection's line and result, when its client is done with it.
+  const auto report = [&](Session& s, std::uint32_t qpn, const ClientSummary& client) {
     SizeResult r;
     r.size = s.offer.size;
     r.messages = s.summary.received;
@@ -392,6 +450,26 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                    static_cast<unsigned long long>(s.summary.wrong), r.first_problem.empty() ? "" : ": ",
                    r.first_problem.c_str());
     run.sizes.push_back(r);
+  };
+  // A client's DREQ (its completions were delivered before it, in the same
+  // turn), or its new incarnation.
+  e->set_peer_close_handler([&](metaroce::Connection& connection, bool superseded) {
+    const std::uint32_t qpn = connection.qpn();
+    const auto it = sessions.find(qpn);
+    if (it == sessions.end()) return;
+    Session& s = *it->second;
+    if (superseded) {
+      if (progress != nullptr)
+        std::fprintf(progress, " connection %#x: its client started over; closing the old one\n", qpn);
+      close_session(s);
+      sessions.erase(it);
+      return;
+    }
+    ClientSummary client;
+    if (!decode_summary(connection.peer_close_data(), client)) s.problem = "the client's disconnect carried no summary";
+    s.check_final(client.completed);
+    connection.set_close_reply(encode(s.summary));
+    report(s, qpn, client);
     close_session(s);
     sessions.erase(it);
     if (client.last && o.server_once) {
@@ -399,9 +477,94 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       finish_at = apps::monotonic_ns() + server_linger_ns;  // answer duplicate DREQs for a while
     }
   });
+  // Set up by hand: the one connection now, its buffers as a client's
+  // request would have asked (offer_for: the client computes the same).
+  metaroce::Connection* by_hand = nullptr;
+  // The connection to the client `p` names (its QPN, first PSN, address).
+  const auto set_up_by_hand = [&](const PerfOptions& p) {
+    metaroce::ConnectOptions request;
+    request.mode = std::string(transport::to_string(p.mode));
+    request.mtu = p.mtu;
+    request.paths = 1;
+    request.streams = 1;
+    request.psn_window = p.psn_window;
+    request.peer_mac = p.peer_mac;
+    request.gateway = p.gateway;
+    request.congestion = p.cc.empty() ? "none" : p.cc;
+    apps::set_rocev2_timers(p.rocev2, request);
+    by_hand = e->connect_static(p.peer_ip, by_hand_options(p, request), run.error);
+    if (by_hand == nullptr) return false;
+    metaroce::IncomingRequest in;
+    in.peer_ip = p.peer_ip;
+    in.peer_qpn = p.peer_qpn;
+    in.mode = request.mode;
+    in.congestion = request.congestion == "none" ? "" : request.congestion;
+    in.paths = 1;
+    in.streams = 1;
+    in.mtu = by_hand->mtu();
+    in.private_data = encode(offer_for(p, p.sizes.front()));
+    std::vector<std::uint8_t> reply;
+    if (accept(in, *by_hand, reply) != metaroce::Verdict::accept) {
+      run.error = "no room for the connection's buffers and receives: lower -s or -t";
+      return false;
+    }
+    const Session& s = *sessions.at(by_hand->qpn());
+    print_local_address(progress, p, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                        s.write_memory.valid() ? s.write_memory.key : 0);
+    return true;
+  };
+  if (o.by_hand && o.oob_port == 0 && !set_up_by_hand(o)) return run;
+  if (o.by_hand && o.oob_port != 0) {
+    // perftest's exchange: the client's message first, then ours, for the
+    // connection made in between.
+    if (progress != nullptr) {
+      std::fprintf(progress, " Waiting for a client's out-of-band exchange on TCP port %u; Ctrl-C stops\n",
+                   o.oob_port);
+      std::fflush(progress);
+    }
+    std::string oob_error;
+    const bool exchanged = apps::oob_serve(
+        o.oob_port, 86400.0, [&] { e->idle(e->poll()); }, [] { return interrupted.load(); },
+        [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
+          PerfOptions p = o;
+          p.peer_qpn = theirs.qpn;
+          p.peer_psn = theirs.psn;
+          p.peer_ip = apps::gid_address(theirs.gid);
+          if (!set_up_by_hand(p)) {
+            error = run.error;
+            return false;
+          }
+          const Session& s = *sessions.at(by_hand->qpn());
+          mine = out_of_band_keys(o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                                  s.write_memory.valid() ? s.write_memory.key : 0);
+          return true;
+        },
+        oob_error);
+    if (!exchanged) {
+      if (run.error.empty()) run.error = oob_error;
+      return run;
+    }
+  }
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
     if (finished && apps::monotonic_ns() >= finish_at) break;
+    if (by_hand != nullptr && !finished) {
+      // Done when -n messages arrived (or the connection failed): no
+      // disconnect request comes.
+      Session& s = *sessions.at(by_hand->qpn());
+      if (s.summary.received >= o.iterations || by_hand->failed() || !s.problem.empty()) {
+        ClientSummary client;
+        client.completed = o.iterations;
+        if (by_hand->failed() && s.problem.empty()) s.problem = "the connection failed";
+        const std::uint32_t qpn = by_hand->qpn();
+        report(s, qpn, client);
+        close_session(s);
+        sessions.erase(qpn);
+        by_hand = nullptr;
+        finished = true;
+        finish_at = apps::monotonic_ns() + server_linger_ns;  // the last ACKs leave
+      }
+    }
     e->idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
@@ -426,6 +589,7 @@ struct ClientConnection {
   std::uint32_t rkey = 0;
   std::uint64_t completed = 0;  // its messages completed successfully
   ServerSummary theirs;         // the server's, from the DREP
+  bool by_hand = false;         // set up by hand: no DREP, the server checks on its own
 };
 
 // DREQs for every connection, each carrying its count of completed
@@ -453,7 +617,10 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
     for (std::size_t i = 0; i < which.size(); ++i) {
       which[i].connection = nullptr;
       add_by_name(counters, closed[i].counters);
-      if (!closed[i].error.empty())
+      if (which[i].by_hand) {  // nobody to ask: the server counts and checks on its own
+        which[i].theirs.received = which[i].completed;
+        ++torn_down;
+      } else if (!closed[i].error.empty())
         note(closed[i].error);
       else if (!decode_summary(closed[i].reply_data, which[i].theirs))
         note("the server's disconnect reply carried no summary");
@@ -473,9 +640,41 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
 // `error` (which connection failed and why) when one fails, after closing
 // those the server accepted.
 bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
-                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error) {
+                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error,
+                      std::FILE* progress) {
   const std::uint32_t qps = o.qps;
   conns.clear();
+  if (o.by_hand) {  // one connection, the server's buffer from the command line or the exchange
+    PerfOptions p = o;
+    if (!o.oob_address.empty()) {
+      // perftest's exchange: our QPN and first PSN go first, so we draw them now.
+      while (p.qpn < 2) p.qpn = random24();
+      if (!p.psn_given) p.psn = random24();
+      p.psn_given = true;
+      apps::OobKeys mine, theirs;
+      mine.out_reads = 16;
+      mine.qpn = p.qpn;
+      mine.psn = p.psn;
+      wire::IpAddress local;
+      if (wire::parse_ip(o.local_ip, local)) mine.gid = apps::gid_bytes(local);
+      if (!apps::oob_connect(o.oob_address, o.cm_timeout_s + 30.0, [&] { e.idle(e.poll()); },
+                             [] { return interrupted.load(); }, mine, theirs, error))
+        return false;
+      p.peer_qpn = theirs.qpn;
+      p.peer_psn = theirs.psn;
+      p.remote_addr = theirs.vaddr;
+      p.rkey = theirs.rkey;
+    }
+    ClientConnection c;
+    c.connection = e.connect_static(o.server_address, by_hand_options(p, request), error);
+    if (c.connection == nullptr) return false;
+    c.remote_base = p.remote_addr;
+    c.rkey = p.rkey;
+    c.by_hand = true;
+    conns.push_back(c);
+    print_local_address(progress, p, *c.connection, 0, 0);
+    return true;
+  }
   std::vector<metaroce::ConnectOptions> requests(qps, request);
   for (std::uint32_t k = 0; k < qps; ++k) {
     offer.connection = static_cast<std::uint16_t>(k);  // -q is at most 16384: the offer's 16 bits hold it
@@ -524,24 +723,12 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
 bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
                  std::uint64_t size, bool last, std::FILE* progress, RunResult& run) {
   const std::uint32_t qps = o.qps;
-  // As in the loopback: up to tx_depth slots per connection, within the
-  // slot budget for the whole size (at least one each).
-  const auto slots = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(slot_budget_bytes / (size * qps), 1, o.tx_depth));  // per connection
-  Offer offer;
-  offer.op = o.op;
-  offer.verify = o.verify;
-  offer.slots = slots;
-  offer.size = size;
-  const std::uint64_t per_stream_in_flight = (slots + o.streams - 1) / o.streams;
-  offer.receives_per_stream = static_cast<std::uint32_t>(std::max<std::uint64_t>(
-      per_stream_in_flight + 1,
-      std::min<std::uint64_t>(2 * per_stream_in_flight + 16,
-                              o.op == PerfOp::send ? 2 * slot_budget_bytes / (size * o.streams * qps) : ~0ull)));
+  const Offer offer = offer_for(o, size);
+  const std::uint32_t slots = offer.slots;
 
   std::vector<ClientConnection> conns;
   const double setup_before = run.cm_setup_seconds;
-  if (!open_connections(o, e, request, offer, conns, run, run.error)) return false;
+  if (!open_connections(o, e, request, offer, conns, run, run.error, progress)) return false;
   const double setup_seconds = run.cm_setup_seconds - setup_before;
   // A port (or the server's) that carries less than --mtu: the payload per
   // packet the two ends agreed on, said once.
@@ -770,6 +957,7 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   request.gateway = o.gateway;
   request.peer_mac = o.peer_mac;
   request.congestion = o.cc.empty() ? "none" : o.cc;
+  if (o.mode == transport::Mode::rocev2) apps::set_rocev2_timers(o.rocev2, request);
   // The next hop's MAC once, before the first size (each size's requests
   // find it in the neighbour cache).
   metaroce::NextHop hop;
@@ -777,6 +965,8 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   if (progress != nullptr) {
     std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(), hop.address.c_str(),
                  hop.mac.c_str(), hop.learned == "given" ? "--peer-mac" : hop.learned.c_str());
+    std::fprintf(progress, " GID: %s\n", apps::gid_text(o.local_ip).c_str());
+    if (o.mode == transport::Mode::rocev2) std::fprintf(progress, " rocev2: %s\n", apps::rocev2_summary(o.rocev2).c_str());
     std::fflush(progress);
   }
   for (std::size_t i = 0; i < o.sizes.size(); ++i)

@@ -29,6 +29,7 @@ po::options_description describe() {
                                           "256..9000 (default 9000)")
       ("json", po::value<std::string>(), "write the summary as JSON to FILE")
       ("quiet", "no progress line each second");
+  add_rocev2_options(d);
   return d;
 }
 
@@ -59,8 +60,10 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   if (!read_in_range<std::uint32_t>(vm, "runs", 0, 1'000'000, o.runs, message) ||
       !read_in_range<double>(vm, "duration", 0.001, 31'536'000.0, o.duration_s, message) ||
       !read_in_range<std::uint64_t>(vm, "memory-mb", 1, std::uint64_t{1} << 24, o.memory_mb, message) ||
-      !read_in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.port.mtu, message))
+      !read_in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.port.mtu, message) ||
+      !read_rocev2_options(vm, true, o.rocev2, message))  // for the generators' rocev2 connections
     return ParseOutcome::error;
+  o.port.pkey = o.rocev2.pkey;
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   o.quiet = vm.count("quiet") != 0;
   out = std::move(o);

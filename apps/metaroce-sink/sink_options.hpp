@@ -7,6 +7,7 @@
 #include <metaroce/endpoint.hpp>
 
 #include "common/port_options.hpp"
+#include "common/rocev2_options.hpp"
 #include "common/run_control.hpp"
 
 namespace metaroce::apps::sink {
@@ -15,6 +16,7 @@ struct SinkOptions {
   metaroce::EndpointConfig port;  // --preset/--iface or --port, --local-ip, --idle-sleep-us
   std::uint32_t runs = 1;     // exit once this many generator runs closed all their connections; 0: never
   double duration_s = 0.0;    // exit after this long whatever happens; 0: no limit
+  Rocev2Options rocev2;  // its rocev2 connections: --pkey (also in port.pkey) and its own IBTA timers
   std::uint64_t memory_mb = 4096;  // refuse connections beyond this much receive memory
   std::string json_path;
   bool quiet = false;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/gid_text.hpp"
 #include "common/json_line.hpp"
 #include "common/run_control.hpp"
 
@@ -270,14 +271,18 @@ SinkResult Sink::run() {
   if (!e_) return r_;
   r_.counters = e_->counters()[2];  // every connection counter by name, all 0
   catch_stop_signals();
+  metaroce::ListenOptions listening{.queue_for_accept = false};
+  set_rocev2_timers(o_.rocev2, listening);
   e_->listen([this](const metaroce::IncomingRequest& request, metaroce::Connection& connection,
                     std::vector<std::uint8_t>& reply) { return accept(request, connection, reply); },
-             metaroce::ListenOptions{.queue_for_accept = false});
+             listening);
   e_->set_peer_close_handler([this](metaroce::Connection& c, bool superseded) { on_peer_close(c, superseded); });
   if (progress_ != nullptr) {
     std::fprintf(progress_, " metaroce-sink on %s (MAC %s, address %s): waiting for metaroce-gen; %s\n",
                  e_->port_name().c_str(), e_->mac().c_str(), o_.port.local_ip.c_str(),
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
+    std::fprintf(progress_, " GID: %s\n rocev2 connections: %s\n", gid_text(o_.port.local_ip).c_str(),
+                 rocev2_summary(o_.rocev2).c_str());
     std::fflush(progress_);
   }
   start_ns_ = last_progress_ns_ = monotonic_ns();

@@ -70,6 +70,10 @@ struct EndpointConfig {
   // same file and the same `auth_only`, or the connect fails saying so.
   std::string key_file;
   bool auth_only = false;
+  // The P_Key of "rocev2" connections: the partition, the same at both
+  // ends; standard peers use the default partition 0xffff. Its low 15 bits
+  // must not be 0. ("metaroce" connections carry one of their own.)
+  std::uint16_t pkey = 0xffff;
 };
 
 struct ConnectOptions {
@@ -84,11 +88,21 @@ struct ConnectOptions {
   std::string congestion = "metaroce"; // a lib/cc algorithm: metaroce, dcqcn, fixed, or none
   std::uint16_t paths = 4;             // UDP source ports the connection sprays over
   std::uint16_t streams = 1;           // ordered streams (completions are in order per stream)
-  std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it)
+  std::uint32_t mtu = 4096;            // payload bytes per packet (the server may lower it);
+                                       // "rocev2": 256, 512, 1024, 2048 or 4096
   std::uint32_t path_window = 0;       // packets in flight per path (0: the transport's default)
   std::uint32_t psn_window = 0;        // packets in flight per connection (0: the default)
   std::uint16_t first_src_port = 0;    // the first path's UDP source port (0: the default)
   std::vector<std::uint8_t> private_data;  // at most 64 bytes, for the server's accept function
+  // "rocev2": IBTA timers, as ibv_modify_qp's timeout, retry_cnt and
+  // rnr_retry: a retransmission timeout of 4.096 us x 2^local_ack_timeout
+  // (1..31; 14 is 67 ms) that backs off, retry_count timeouts in a row
+  // (0..7), rnr_retry RNR NAKs per message (0..7, 7: no limit). 0: the
+  // endpoint's own timers for shared machines (5 ms RTO, 2 ms minimum, 50
+  // retries each).
+  std::uint8_t local_ack_timeout = 0;
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry = 7;
 };
 
 // A connection request as the server's accept function sees it.
@@ -101,6 +115,19 @@ struct IncomingRequest {
   std::uint16_t streams = 0;
   std::uint32_t mtu = 0;
   std::vector<std::uint8_t> private_data;  // the client's ConnectOptions::private_data
+};
+
+// A connection set up by hand, without the connection manager, as
+// ibv_modify_qp takes it (and scripts or perftest's exchange give it): each
+// end's QPN and first PSN, the peer's address. For a standard peer: mode
+// "rocev2", the same MTU at both ends, this endpoint's pkey.
+struct StaticConnectOptions {
+  ConnectOptions connection;        // mode, MTU, timers, next hop (gateway, peer_mac), congestion
+  std::uint32_t local_qpn = 0;      // this end's QPN, 2..0xffffff; 0: drawn from getrandom(2)
+  bool local_psn_given = false;     // else this end's first PSN is drawn from getrandom(2)
+  std::uint32_t local_psn = 0;      // 24 bits
+  std::uint32_t peer_qpn = 0;       // the peer's QPN, 2..0xffffff
+  std::uint32_t peer_psn = 0;       // the peer's first PSN, 24 bits
 };
 
 // What the accept function answers.
@@ -132,6 +159,11 @@ struct ListenOptions {
   // or the transport's default).
   std::uint32_t path_window = 0;
   std::uint32_t psn_window = 0;
+  // The server's own IBTA timers for "rocev2" connections, as
+  // ConnectOptions' (local_ack_timeout 0: the endpoint's own).
+  std::uint8_t local_ack_timeout = 0;
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry = 7;
 };
 
 // Where a client's packets go first (Endpoint::next_hop).
@@ -187,6 +219,11 @@ class Endpoint {
   // none. Nothing is closed here: close_all those made, if it is to be all
   // or none.
   std::vector<ConnectResult> connect_each(const std::string& peer_ip, const std::vector<ConnectOptions>& options);
+  // A connection to `peer_ip` set up by hand (StaticConnectOptions): ready
+  // at once, nothing sent until the first post; its first PSN is
+  // Connection::initial_psn(). close() tears it down here only (there is
+  // no manager to tell). nullptr and `error` when the options do not suit.
+  Connection* connect_static(const std::string& peer_ip, const StaticConnectOptions& options, std::string& error);
 
   // Server: from now on, requests are answered by `accept` (none: accept
   // every request with no reply data).
@@ -273,6 +310,7 @@ class Connection {
   [[nodiscard]] const std::vector<std::uint8_t>& peer_private_data() const noexcept;
   [[nodiscard]] std::uint32_t qpn() const noexcept;
   [[nodiscard]] std::uint32_t peer_qpn() const noexcept;
+  [[nodiscard]] std::uint32_t initial_psn() const noexcept;  // the first PSN this end sends
   // True once the connection failed (retry limit, the peer's error) or the
   // peer closed it: posts are refused, close() it.
   [[nodiscard]] bool failed() const noexcept;

@@ -1,6 +1,9 @@
 #include "cm/manager.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include <fmt/format.h>
 
@@ -43,19 +46,41 @@ bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint3
 }
 
 Manager::Manager(const ManagerConfig& config) : config_(config) {
-  std::uint64_t seed = config.seed;
-  if (seed == 0) {
-    std::random_device device;
-    seed = (std::uint64_t{device()} << 32) | device();
+  if (config.seed != 0) random_.seed(config.seed);
+}
+
+std::uint64_t Manager::draw() {
+  if (config_.seed != 0) return random_();
+  if (drawn_left_ == 0) {
+    // Blocks only before the kernel's pool is first initialised (early boot).
+    auto* bytes = reinterpret_cast<unsigned char*>(drawn_.data());
+    std::size_t got = 0;
+    while (got < sizeof(drawn_)) {
+      const ssize_t n = getrandom(bytes + got, sizeof(drawn_) - got, 0);
+      if (n > 0) {
+        got += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno != EINTR) {
+        // No getrandom (a kernel before 3.17): std::random_device reads
+        // /dev/urandom, the same source.
+        std::random_device device;
+        for (std::size_t i = got; i < sizeof(drawn_); ++i) bytes[i] = static_cast<unsigned char>(device());
+        got = sizeof(drawn_);
+      }
+    }
+    drawn_left_ = drawn_.size();
   }
-  random_.seed(seed);
+  return drawn_[--drawn_left_];
+}
+
+std::uint16_t Manager::pkey_for(transport::Mode mode, std::uint32_t nonce) const noexcept {
+  return mode == transport::Mode::rocev2 ? config_.pkey : pkey_of(nonce);
 }
 
 std::uint32_t Manager::new_qpn(std::uint16_t queue) {
   const std::uint32_t queues = std::max<std::uint16_t>(config_.queues, 1);
   for (;;) {
     // A random QPN moved to the wanted queue (qpn % queues == queue).
-    auto qpn = static_cast<std::uint32_t>(random_() & wire::qpn_mask);
+    auto qpn = static_cast<std::uint32_t>(draw() & wire::qpn_mask);
     qpn = qpn - qpn % queues + queue % queues;
     if (qpn > gsi_qpn && qpn <= wire::qpn_mask && !qpn_to_peer_.contains(qpn)) return qpn;
   }
@@ -189,11 +214,13 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   a.config.endpoints.peer_ipv4 = peer.peer_ipv4;
   a.config.endpoints.peer_ipv6 = peer.peer_ipv6;
   a.config.local_qpn = new_qpn(request.queue);
-  a.config.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
+  a.config.initial_psn = static_cast<std::uint32_t>(draw() & wire::psn_mask);
   std::uint32_t nonce = 0;
-  do nonce = static_cast<std::uint32_t>(random_()); while (nonce == 0 || nonce_to_id_.contains(nonce));
-  a.config.pkey = pkey_of(nonce);
+  do nonce = static_cast<std::uint32_t>(draw()); while (nonce == 0 || nonce_to_id_.contains(nonce));
+  a.config.pkey = pkey_for(a.config.mode, nonce);
   a.config.mtu = std::min(a.config.mtu, config_.max_mtu);
+  // rocev2: an IB path MTU (what this port carries, rounded down).
+  if (a.config.mode == transport::Mode::rocev2) a.config.mtu = transport::ib_mtu_at_most(a.config.mtu);
   if (a.config.planes > config_.planes) {
     error = fmt::format("{} planes asked, but this side has {} (ManagerConfig::planes)", a.config.planes,
                         config_.planes);
@@ -361,6 +388,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   c.peer_qpn = m.sender_qpn;
   c.peer_initial_psn = m.sender_psn;
   c.mtu = std::min(m.mtu, config_.max_mtu);
+  if (m.mode == transport::Mode::rocev2) c.mtu = transport::ib_mtu_at_most(c.mtu);
   c.paths = m.mode == transport::Mode::rocev2 ? 1 : std::min(m.paths, config_.max_paths);
   c.streams = m.streams;
   // Planes: the smaller of both sides' and of the paths (each plane needs one).
@@ -368,7 +396,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
   // Like max_rd_atomic: the smaller of what the client asks and we allow.
   c.max_outstanding_reads =
       m.max_reads == 0 ? config_.max_outstanding_reads : std::min<std::uint32_t>(m.max_reads, config_.max_outstanding_reads);
-  c.pkey = pkey_of(m.nonce);
+  c.pkey = pkey_for(m.mode, m.nonce);
   RejectReason reason = RejectReason::none;
   std::vector<std::uint8_t> reply_private;
   secure::EphemeralKey ephemeral;  // secure: ours for this connection, gone once the REP is built
@@ -380,7 +408,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     reason = RejectReason::no_resources;
   } else {
     c.local_qpn = new_qpn(static_cast<std::uint16_t>(m.sender_qpn % std::max<std::uint16_t>(config_.queues, 1)));
-    c.initial_psn = static_cast<std::uint32_t>(random_() & wire::psn_mask);
+    c.initial_psn = static_cast<std::uint32_t>(draw() & wire::psn_mask);
     c.base_src_port = m.base_src_port;
     if (!transport::validate(c).empty()) reason = RejectReason::bad_parameters;
     if (reason == RejectReason::none && config_.secure) {

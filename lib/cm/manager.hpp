@@ -16,8 +16,12 @@
 // re-sent because the REQ is); a lost RTU costs nothing (the client repeats
 // its RTU for every duplicate REP). A REQ from the same peer QPN with a new
 // nonce is a new incarnation (the peer restarted): the old one is reported
-// superseded. Both ends stamp pkey_of(nonce) on every frame of the
-// connection, so frames of an older incarnation are dropped (pkey_mismatch).
+// superseded. In metaroce mode both ends stamp pkey_of(nonce) on every frame
+// of the connection, so frames of an older incarnation are dropped
+// (pkey_mismatch). A rocev2 connection carries the port's partition
+// (ManagerConfig::pkey, 0xffff by default) as a standard peer expects; an
+// older incarnation's frames miss there because every connection's QPNs and
+// first PSNs are drawn anew from getrandom(2) (unless a seed is given).
 //
 // The caller feeds frames addressed to QP 1 (on_frame) and sends what poll()
 // returns; time is the caller's (ns). One manager per engine host; no locks.
@@ -29,6 +33,7 @@
 // O(frames it sends), not O(connections), and every lookup is by key.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -91,7 +96,13 @@ struct ManagerConfig {
   // Client: attempts whose REQ is out and unanswered; more wait to be sent
   // (their retries count from their first REQ).
   std::uint32_t max_requests_in_flight = 256;
-  std::uint64_t seed = 0;             // nonces, QPNs and PSNs; 0: from std::random_device
+  // Nonces, QPNs and PSNs: from getrandom(2) when 0 (the kernel's
+  // cryptographic source: a peer cannot guess them); a fixed sequence from
+  // this seed otherwise (tests).
+  std::uint64_t seed = 0;
+  // The P_Key of rocev2 connections, both ends (the partition of this
+  // port): standard peers use the default partition 0xffff.
+  std::uint16_t pkey = 0xffff;
   // The largest payload per packet this side's port carries: a client asks
   // for at most this, a server agrees to at most this.
   std::uint32_t max_mtu = 9000;
@@ -230,6 +241,10 @@ class Manager {
   // `c`'s planes: `planes`, our ports and addresses, the peer's from `m`.
   void take_planes(transport::ConnectionConfig& c, std::uint16_t planes, const Message& m) const;
   std::uint32_t new_qpn(std::uint16_t queue);
+  // 64 random bits: getrandom(2), or the seeded sequence.
+  std::uint64_t draw();
+  // What a connection of `mode` with the attempt `nonce` stamps as P_Key.
+  [[nodiscard]] std::uint16_t pkey_for(transport::Mode mode, std::uint32_t nonce) const noexcept;
   void send(const transport::Endpoints& endpoints, const Message& m);
   // The frame of `m`, with the security extension when this side is secure.
   std::vector<std::uint8_t> frame_of(const transport::Endpoints& endpoints, const Message& m) const;
@@ -249,7 +264,9 @@ class Manager {
   void time_out(std::uint64_t id, Attempt& a);
 
   ManagerConfig config_;
-  std::mt19937_64 random_;
+  std::mt19937_64 random_;  // with a seed only
+  std::array<std::uint64_t, 32> drawn_{};  // getrandom(2) bytes not used yet
+  std::size_t drawn_left_ = 0;
   AcceptFn accept_;
   std::map<std::uint64_t, Attempt> attempts_;        // by id
   std::map<PeerKey, Accepted> accepted_;             // server

@@ -180,6 +180,7 @@ void Connection::set_completion_handler(std::function<void(const Completion&)> h
 const std::vector<std::uint8_t>& Connection::peer_private_data() const noexcept { return impl_->peer_private_data; }
 std::uint32_t Connection::qpn() const noexcept { return impl_->connection->config().local_qpn; }
 std::uint32_t Connection::peer_qpn() const noexcept { return impl_->connection->config().peer_qpn; }
+std::uint32_t Connection::initial_psn() const noexcept { return impl_->connection->config().initial_psn; }
 bool Connection::failed() const noexcept { return impl_->connection->state() == transport::ConnectionState::error; }
 bool Connection::closed_by_peer() const noexcept { return impl_->closed_by_peer; }
 const std::vector<std::uint8_t>& Connection::peer_close_data() const noexcept { return impl_->peer_close_data; }

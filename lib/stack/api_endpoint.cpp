@@ -1,6 +1,8 @@
 // The public Endpoint (include/metaroce/endpoint.hpp) on lib/stack's
 // endpoint: a port, its engine host, the connection manager and telemetry.
 
+#include <sys/random.h>
+
 #include <atomic>
 #include <unordered_map>
 
@@ -25,6 +27,7 @@ std::string peer_address(const transport::Endpoints& e) {
 struct Endpoint::Impl final : ConnectionOwner {
   stack::Endpoint endpoint;
   double connect_timeout_s = 3.0;
+  std::uint16_t pkey = 0xffff;  // EndpointConfig::pkey
   std::unordered_map<std::uint32_t, std::unique_ptr<Connection>> connections;  // by local QPN
   std::deque<Connection*> accepted;                                            // not yet taken by accept()
   AcceptFunction accept_function;
@@ -97,6 +100,10 @@ struct Endpoint::Impl final : ConnectionOwner {
   bool request_for(const std::string& peer_ip, const ConnectOptions& o, cm::ConnectRequest& request,
                    std::string& error) {
     if (!mode_of(o.mode, request.connection.mode, error)) return false;
+    if (request.connection.mode == transport::Mode::rocev2 && !transport::is_ib_mtu(o.mtu)) {
+      error = fmt::format("mtu {} is not an IB MTU: rocev2 takes {}", o.mtu, transport::ib_mtu_names);
+      return false;
+    }
     request.connection.mtu = o.mtu;
     request.connection.paths = o.paths;
     request.connection.streams = o.streams;
@@ -107,6 +114,11 @@ struct Endpoint::Impl final : ConnectionOwner {
     if (o.psn_window != 0) request.connection.psn_window = o.psn_window;
     if (o.first_src_port != 0) request.connection.base_src_port = o.first_src_port;
     stack::tolerate_stalls(request.connection);
+    if (request.connection.mode == transport::Mode::rocev2 && o.local_ack_timeout != 0) {
+      const transport::IbtaTimers timers{o.local_ack_timeout, o.retry_count, o.rnr_retry};
+      if (error = transport::validate(timers); !error.empty()) return false;
+      transport::apply(timers, request.connection);
+    }
     // The next hop's MAC: given, or asked for (once: cached).
     stack::NextHop hop;
     if (!stack::resolve_next_hop(endpoint, peer_ip, o.gateway, o.peer_mac, hop, error, stop)) return false;
@@ -173,6 +185,12 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   c.receive_capacity_bps = config.receive_capacity_bps;
   c.key_file = config.key_file;
   c.auth_only = config.auth_only;
+  c.pkey = config.pkey;
+  if ((c.pkey & 0x7fff) == 0) {
+    error = fmt::format("P_Key {:#06x} is invalid (its low 15 bits must not be 0): give 0xffff, the default "
+                        "partition, or the peer's", c.pkey);
+    return nullptr;
+  }
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
             "arguments that create it";
@@ -187,6 +205,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->connect_timeout_s = config.connect_timeout_s;
+  impl->pkey = config.pkey;
   if (!stack::open_endpoint(c, impl->endpoint, error)) return nullptr;
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));  // requests are refused until listen()
 }
@@ -271,6 +290,44 @@ std::vector<ConnectResult> Endpoint::connect_each(const std::string& peer_ip,
   return results;
 }
 
+Connection* Endpoint::connect_static(const std::string& peer_ip, const StaticConnectOptions& o, std::string& error) {
+  stack::Endpoint& e = impl_->endpoint;
+  cm::ConnectRequest request;
+  if (!impl_->request_for(peer_ip, o.connection, request, error)) return nullptr;
+  transport::ConnectionConfig c = request.connection;
+  c.endpoints.local_mac = e.port->mac();
+  c.endpoints.local_ipv4 = e.local_address.ipv4;
+  c.endpoints.local_ipv6 = e.local_address.ipv6;
+  if (c.mode == transport::Mode::rocev2) c.pkey = impl_->pkey;
+  const auto random24 = [] {
+    std::uint32_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+    }
+    return v & wire::qpn_mask;
+  };
+  c.local_qpn = o.local_qpn;
+  while (c.local_qpn <= 1) c.local_qpn = random24();
+  c.initial_psn = o.local_psn_given ? o.local_psn : random24();
+  c.peer_qpn = o.peer_qpn;
+  c.peer_initial_psn = o.peer_psn;
+  if (c.peer_qpn <= 1 || c.peer_qpn > wire::qpn_mask || c.local_qpn > wire::qpn_mask) {
+    error = fmt::format("QPNs {:#x} (here) and {:#x} (the peer) must be 0x2..0xffffff", c.local_qpn, c.peer_qpn);
+    return nullptr;
+  }
+  if (e.host->host().connection(c.local_qpn) != nullptr) {
+    error = fmt::format("QPN {:#x} is in use here: give another, or none (one is drawn)", c.local_qpn);
+    return nullptr;
+  }
+  auto congestion = stack::make_congestion_control(request.cc, c, error);
+  if (!error.empty()) return nullptr;
+  transport::Connection* t = e.add_connection(c, std::move(congestion), error);
+  if (t == nullptr) return nullptr;
+  Connection* out = impl_->adopt(*t, 0, false, {});
+  out->impl().by_hand = true;
+  t->connect();
+  return out;
+}
+
 void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
   impl_->accept_function = std::move(accept);
   impl_->listen_options = options;
@@ -291,6 +348,12 @@ void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
     if (!error.empty()) return cm::RejectReason::bad_parameters;
     transport::ConnectionConfig c = config;
     stack::tolerate_stalls(c);
+    const ListenOptions& lo = impl->listen_options;
+    if (c.mode == transport::Mode::rocev2 && lo.local_ack_timeout != 0) {
+      const transport::IbtaTimers timers{lo.local_ack_timeout, lo.retry_count, lo.rnr_retry};
+      if (!transport::validate(timers).empty()) return cm::RejectReason::bad_parameters;
+      transport::apply(timers, c);
+    }
     if (impl->listen_options.path_window != 0) c.path_window = impl->listen_options.path_window;
     if (impl->listen_options.psn_window != 0) c.psn_window = impl->listen_options.psn_window;
     transport::Connection* t = impl->endpoint.add_connection(c, std::move(congestion), error);
@@ -343,7 +406,7 @@ std::vector<CloseResult> Endpoint::close_all(const std::vector<Connection*>& con
       results[k].error = "close: not a connection of this endpoint";
       continue;
     }
-    if (c->impl().server) {
+    if (c->impl().server || c->impl().by_hand) {
       results[k].answered = true;  // nothing to ask; a DREP due leaves at the next turn
       continue;
     }

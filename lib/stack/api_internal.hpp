@@ -36,6 +36,7 @@ struct Connection::Impl {
   transport::Connection* connection = nullptr;
   std::uint64_t cm_id = 0;  // client: the connection manager's handle
   bool server = false;
+  bool by_hand = false;  // Endpoint::connect_static: no manager knows it
   bool closed_by_peer = false;
   std::vector<std::uint8_t> peer_private_data;
   std::vector<std::uint8_t> peer_close_data;  // server: the client's DREQ

@@ -65,6 +65,9 @@ struct EndpointConfig {
   std::uint64_t receive_capacity_bps = 0;
   std::string key_file;  // security (metaroce::EndpointConfig::key_file); empty: none
   bool auth_only = false;
+  // The P_Key of rocev2 connections (cm::ManagerConfig::pkey): the
+  // partition, the same at both ends.
+  std::uint16_t pkey = 0xffff;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with

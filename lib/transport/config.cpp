@@ -1,5 +1,7 @@
 #include "transport/config.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace metaroce::transport {
@@ -10,6 +12,8 @@ bool power_of_two(std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 std::string validate(const ConnectionConfig& c) {
   if (c.mtu < 256 || c.mtu > 9000)
     return fmt::format("mtu {} is outside 256..9000 payload bytes", c.mtu);
+  if (c.mode == Mode::rocev2 && !is_ib_mtu(c.mtu))
+    return fmt::format("mtu {} is not an IB MTU: rocev2 mode takes {}", c.mtu, ib_mtu_names);
   if (c.mode == Mode::metaroce && (c.paths < 1 || c.paths > wire::max_paths))
     return fmt::format("paths {} is outside 1..{} (metaroce mode)", c.paths, wire::max_paths);
   if (c.mode == Mode::rocev2 && c.paths != 1)
@@ -38,6 +42,24 @@ std::string validate(const ConnectionConfig& c) {
   if (c.min_rto == 0 || c.min_rto > c.max_rto) return "min_rto must be > 0 and <= max_rto";
   if (static_cast<std::uint32_t>(c.base_src_port) + c.paths > 65535u) return "base_src_port + paths exceeds 65535";
   return {};
+}
+
+std::string validate(const IbtaTimers& t) {
+  if (t.local_ack_timeout < 1 || t.local_ack_timeout > 31)
+    return fmt::format("local ACK timeout {} is outside 1..31 (4.096 us x 2^N; 14 is 67 ms)", t.local_ack_timeout);
+  if (t.retry_count > 7) return fmt::format("retry count {} is outside 0..7", t.retry_count);
+  if (t.rnr_retry > 7) return fmt::format("RNR retry {} is outside 0..7 (7: no limit)", t.rnr_retry);
+  return {};
+}
+
+void apply(const IbtaTimers& t, ConnectionConfig& c) noexcept {
+  const Time timeout = ibta_timeout_ns(t.local_ack_timeout);
+  constexpr Time most = 60'000'000'000;
+  c.initial_rto = timeout;
+  c.min_rto = timeout;
+  c.max_rto = std::max(timeout, std::min(timeout << 5, most));
+  c.retry_limit = t.retry_count;
+  c.rnr_retry_limit = t.rnr_retry == 7 ? ~std::uint32_t{0} : t.rnr_retry;
 }
 
 Endpoints plane_endpoints(const ConnectionConfig& c, std::uint16_t plane) {

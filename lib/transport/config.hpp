@@ -63,12 +63,15 @@ struct ConnectionConfig {
   std::uint32_t peer_qpn = 1;
   std::uint32_t initial_psn = 0;    // first PSN we send
   std::uint32_t peer_initial_psn = 0;  // first PSN the peer sends
-  // BTH P_Key of every frame both ways. The connection manager puts the
-  // connection's nonce here (0x8000 | 15 bits) so frames of an earlier
-  // incarnation of the same QPNs are dropped (pkey_mismatch); 0xffff, the
-  // default partition, when connections are set up by hand.
+  // BTH P_Key of every frame both ways. In metaroce mode the connection
+  // manager puts the connection's nonce here (0x8000 | 15 bits) so frames of
+  // an earlier incarnation of the same QPNs are dropped (pkey_mismatch). In
+  // rocev2 mode it is the partition, 0xffff (the default partition) unless
+  // chosen, as standard peers expect.
   std::uint16_t pkey = 0xffff;
-  std::uint32_t mtu = 4096;         // payload bytes per packet, 256..9000
+  // Payload bytes per packet: 256..9000 (metaroce); an IB path MTU, 256,
+  // 512, 1024, 2048 or 4096 (rocev2).
+  std::uint32_t mtu = 4096;
   std::uint16_t paths = 1;          // metaroce: 1..64; rocev2: 1
   std::uint16_t streams = 1;        // ordered streams above, 1..1024
   std::uint16_t base_src_port = 49152;  // path i starts at base + i
@@ -120,6 +123,44 @@ struct ConnectionConfig {
   // Connection::set_security at creation).
   SecurityConfig security{};
 };
+
+// The IB path MTUs (IBTA Vol. 1 9.7.1 and the PathRecord's MTU codes 1..5):
+// the only payload sizes a rocev2 connection uses.
+inline constexpr std::array<std::uint32_t, 5> ib_mtus = {256, 512, 1024, 2048, 4096};
+inline constexpr const char* ib_mtu_names = "256, 512, 1024, 2048 or 4096";
+[[nodiscard]] constexpr bool is_ib_mtu(std::uint32_t mtu) noexcept {
+  for (const std::uint32_t m : ib_mtus)
+    if (m == mtu) return true;
+  return false;
+}
+// The largest IB MTU not above `mtu` (256 for less).
+[[nodiscard]] constexpr std::uint32_t ib_mtu_at_most(std::uint32_t mtu) noexcept {
+  std::uint32_t best = ib_mtus.front();
+  for (const std::uint32_t m : ib_mtus)
+    if (m <= mtu) best = m;
+  return best;
+}
+
+// IBTA timers, as a QP's attributes give them (ibv_modify_qp: timeout,
+// retry_cnt, rnr_retry; perftest -u, and the defaults rdma_cm and perftest
+// use).
+struct IbtaTimers {
+  // Local ACK timeout: 4.096 us x 2^exponent, 1..31 (14: 67 ms). IBTA's 0,
+  // no timeout at all, is not offered: a lost last packet would hang.
+  std::uint8_t local_ack_timeout = 14;
+  std::uint8_t retry_count = 7;  // timeouts in a row without progress before retry_exceeded, 0..7
+  std::uint8_t rnr_retry = 7;    // RNR NAKs of one message before rnr_retry_exceeded, 0..7; 7: no limit
+};
+[[nodiscard]] constexpr Time ibta_timeout_ns(std::uint8_t exponent) noexcept {
+  return Time{4096} << exponent;
+}
+// Empty when the timers are usable; otherwise what is wrong.
+[[nodiscard]] std::string validate(const IbtaTimers& t);
+// `c`'s retransmission timers from `t`: the RTO starts at, and never goes
+// below, the local ACK timeout (a NIC's fixed timer; the measured RTT only
+// raises it), backs off up to 32 times it (at most 60 s, at least the
+// timeout), and the retry limits are IBTA's.
+void apply(const IbtaTimers& t, ConnectionConfig& c) noexcept;
 
 // Empty when the config is usable; otherwise what is wrong and how to fix it.
 [[nodiscard]] std::string validate(const ConnectionConfig& c);

@@ -13,9 +13,12 @@
 // cumulative. Go-back-N: a NAK PSN-sequence-error for PSN p resends every
 // packet from p; a retransmission timeout (no ACK progress for RTO) resends
 // every packet from the oldest unacknowledged one. Timeouts back off
-// exponentially; the (retry_limit + 1)-th in a row without progress fails
-// the connection with retry_exceeded (retry_limit retries, as ibv's
-// retry_cnt). An RNR NAK pauses the requester for rnr_delay, then it
+// exponentially, and the backed-off RTO holds until an RTT sample (a packet
+// sent once, after the last timeout, acknowledged: Karn) says what the path
+// takes: ACK progress alone does not undo it, so a peer slower than the RTO
+// gets each window resent a few times, not once per ACK it sends. The
+// (retry_limit + 1)-th timeout in a row without progress fails the
+// connection with retry_exceeded (retry_limit retries, as ibv's retry_cnt). An RNR NAK pauses the requester for rnr_delay, then it
 // resends from the NAKed PSN; a message RNR-NAKed more than rnr_retry_limit
 // times fails with rnr_retry_exceeded. Other NAKs fail the connection with
 // the matching status.
@@ -165,7 +168,8 @@ class RoceConnection final : public Connection {
   Time last_cnp_ = 0;
   timer::Timer rto_timer_;
   timer::Timer rnr_timer_;
-  std::uint32_t consecutive_timeouts_ = 0;
+  std::uint32_t consecutive_timeouts_ = 0;  // since the last ACK progress: the retry count
+  std::uint32_t backoff_ = 0;               // timeouts since the last RTT sample: the RTO's doublings
   bool retry_active_ = false;  // a go-back round from retry_rel_ is under way
   std::uint64_t retry_rel_ = 0;
   bool rnr_waiting_ = false;  // paused by an RNR NAK until rnr_timer_ fires

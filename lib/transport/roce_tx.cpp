@@ -29,7 +29,7 @@ void RoceConnection::build_templates() {
 Time RoceConnection::current_rto() const noexcept {
   Time rto = has_rtt_ ? srtt_ + 4 * rttvar_ + config_.ack_delay : config_.initial_rto;
   rto = std::max(rto, config_.min_rto);
-  for (std::uint32_t i = 0; i < consecutive_timeouts_ && rto < config_.max_rto; ++i) rto *= 2;
+  for (std::uint32_t i = 0; i < backoff_ && rto < config_.max_rto; ++i) rto *= 2;
   return std::min(rto, config_.max_rto);
 }
 
@@ -46,6 +46,7 @@ void RoceConnection::rnr_callback(timer::Timer& t, timer::Wheel&, timer::Tick) {
 void RoceConnection::on_rto(Time now) {
   if (state_ != ConnectionState::ready || snd_una_ == snd_max_ || rnr_waiting_) return;
   ++counters_.rto_timeouts;
+  ++backoff_;
   if (++consecutive_timeouts_ > config_.retry_limit) {
     fail(CompletionStatus::retry_exceeded, send_queue_[locate(snd_una_)].get());
     return;
@@ -183,6 +184,7 @@ void RoceConnection::acknowledge_through(Time now, std::uint64_t rel_end) {
       rttvar_ = (3 * rttvar_ + diff) / 4;
       srtt_ = (7 * srtt_ + sample) / 8;
     }
+    backoff_ = 0;  // the RTO is measured again
   }
   consecutive_timeouts_ = 0;
   if (retry_active_ && snd_una_ > retry_rel_) retry_active_ = false;

@@ -519,6 +519,88 @@ TEST(Cm, BothEndsGetQpnsOfTheClientsQueue) {
   EXPECT_EQ(m.sender_qpn % 4, 3u);
 }
 
+// rocev2: the partition a standard peer is in (0xffff unless the port is
+// given another), the same at both ends, whatever the nonce; metaroce keeps
+// a P_Key per incarnation.
+TEST(Cm, Rocev2ConnectionsCarryThePortsPartitionNotTheNonce) {
+  for (const std::uint16_t partition : {std::uint16_t{0xffff}, std::uint16_t{0x8123}}) {
+    ManagerConfig server = side(server_mac, server_ip, 22), client = side(client_mac, client_ip, 11);
+    server.pkey = partition;
+    client.pkey = partition;
+    Wire w(server, client);
+    w.listen();
+    std::string error;
+    ConnectRequest r = request();
+    r.connection.mode = transport::Mode::rocev2;
+    r.connection.paths = 1;
+    ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+    ASSERT_NE(w.client.connect(0, request(), error), 0u) << error;  // metaroce beside it
+    w.settle(0);
+    ASSERT_EQ(w.client_events.size(), 2u);
+    ASSERT_EQ(w.accepted.size(), 2u);
+    EXPECT_EQ(w.client_events[0].config.pkey, partition);
+    EXPECT_EQ(w.accepted[0].pkey, partition);
+    EXPECT_EQ(w.accepted[1].pkey, w.client_events[1].config.pkey);
+    EXPECT_EQ(w.accepted[1].pkey, pkey_of(w.requests_seen[1].nonce));
+  }
+}
+
+// rocev2 takes IB path MTUs only: what a port carries is rounded down to one.
+TEST(Cm, Rocev2MtuIsRoundedDownToAnIbMtu) {
+  ManagerConfig server = side(server_mac, server_ip, 22);
+  server.max_mtu = 1500 - 58;  // a 1500-byte Ethernet MTU less the headers
+  ManagerConfig client = side(client_mac, client_ip, 11);
+  client.max_mtu = 9000 - 58;
+  Wire w(server, client);
+  w.listen();
+  std::string error;
+  ConnectRequest r = request();
+  r.connection.mode = transport::Mode::rocev2;
+  r.connection.paths = 1;
+  r.connection.mtu = 4096;
+  ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u) << error;  // metaroce: any size
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 2u);
+  ASSERT_EQ(w.requests_seen.size(), 2u);
+  EXPECT_EQ(w.requests_seen[0].mtu, 4096u);
+  EXPECT_EQ(w.accepted[0].mtu, 1024u);
+  EXPECT_EQ(w.client_events[0].config.mtu, 1024u);
+  EXPECT_EQ(w.client_events[1].config.mtu, 1442u);
+  EXPECT_EQ(transport::ib_mtu_at_most(255), 256u);
+  EXPECT_EQ(transport::ib_mtu_at_most(2047), 1024u);
+  EXPECT_EQ(transport::ib_mtu_at_most(9000), 4096u);
+  transport::ConnectionConfig c;
+  c.mode = transport::Mode::rocev2;
+  c.mtu = 1500;
+  EXPECT_EQ(transport::validate(c), "mtu 1500 is not an IB MTU: rocev2 mode takes 256, 512, 1024, 2048 or 4096");
+}
+
+// Without a seed, QPNs, PSNs and nonces come from getrandom(2): two
+// managers started alike draw different ones (2^-24 odds of a false alarm
+// per field).
+TEST(Cm, UnseededManagersDrawIndependentQpnsAndPsns) {
+  std::vector<Message> first;
+  for (int k = 0; k < 2; ++k) {
+    Manager m(side(client_mac, client_ip, 0));
+    std::string error;
+    ConnectRequest r = request();
+    r.connection.mode = transport::Mode::rocev2;
+    r.connection.paths = 1;
+    ASSERT_NE(m.connect(0, r, error), 0u) << error;
+    std::vector<std::vector<std::uint8_t>> frames;
+    m.poll(0, frames);
+    ASSERT_EQ(frames.size(), 1u);
+    wire::ParsedFrame p;
+    ASSERT_EQ(wire::parse_frame(frames[0], p), wire::ParseError::ok);
+    first.emplace_back();
+    ASSERT_EQ(decode(p, first.back()), DecodeError::ok);
+  }
+  EXPECT_NE(first[0].sender_qpn, first[1].sender_qpn);
+  EXPECT_NE(first[0].sender_psn, first[1].sender_psn);
+  EXPECT_NE(first[0].nonce, first[1].nonce);
+}
+
 TEST(Cm, PkeyOfANonceIsAValidFullMember) {
   EXPECT_EQ(pkey_of(0), 0x8001);
   EXPECT_EQ(pkey_of(0x8000), 0x8001);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -475,6 +476,78 @@ TEST(Rocev2Exact, PeerThatNeverAnswersGivesRetryExceeded) {
   EXPECT_EQ(tx[1].wr_id, 2u);
   EXPECT_EQ(tx[1].status, CompletionStatus::flushed);
   EXPECT_EQ(tx[1].stream, 3);
+}
+
+// IBTA timers: 4.096 us x 2^N, the retry counts as given (RNR retry 7: no
+// limit), the RTO never below the timeout.
+TEST(Rocev2Timers, IbtaTimersSetTheRetransmissionTimeoutAndRetryLimits) {
+  EXPECT_EQ(ibta_timeout_ns(14), 67'108'864u);
+  EXPECT_EQ(ibta_timeout_ns(1), 8'192u);
+  ConnectionConfig c;
+  apply(IbtaTimers{14, 3, 7}, c);
+  EXPECT_EQ(c.initial_rto, 67'108'864u);
+  EXPECT_EQ(c.min_rto, 67'108'864u);
+  EXPECT_EQ(c.max_rto, 32u * 67'108'864u);
+  EXPECT_EQ(c.retry_limit, 3u);
+  EXPECT_EQ(c.rnr_retry_limit, ~std::uint32_t{0});
+  apply(IbtaTimers{28, 7, 2}, c);
+  EXPECT_EQ(c.max_rto, ibta_timeout_ns(28));  // over 60 s already: no backoff beyond it
+  EXPECT_EQ(c.rnr_retry_limit, 2u);
+  EXPECT_EQ(validate(IbtaTimers{}), "");
+  EXPECT_EQ(validate(IbtaTimers{0, 7, 7}), "local ACK timeout 0 is outside 1..31 (4.096 us x 2^N; 14 is 67 ms)");
+  EXPECT_EQ(validate(IbtaTimers{14, 8, 7}), "retry count 8 is outside 0..7");
+  EXPECT_EQ(validate(IbtaTimers{14, 7, 9}), "RNR retry 9 is outside 0..7 (7: no limit)");
+}
+
+// A peer slower than the timeout: it takes 1 ms per packet and ACKs every
+// 16th (16 ms apart), the requester's local ACK timeout is 2^10 x 4.096 us
+// = 4.19 ms, and one 128-packet WRITE is posted. The first timeout (4.19
+// ms) resends the 128 packets, the second (after 8.39 ms more, at 12.58 ms)
+// resends them again, and the RTO is 16.8 ms from then on: ACK progress does
+// not undo the backoff (no RTT sample: every packet was resent), and each
+// ACK comes 16 ms after the one before, inside it. Exactly 2 x 128
+// retransmissions. Were the backoff reset by each ACK, the 4.19 ms RTO would
+// fire again between every two ACKs and resend the rest of the window each
+// time: 16 timeouts, and the peer still busy with duplicates after 400 ms.
+TEST(Rocev2Timers, SlowPeerGetsTheWindowResentTwiceNotOncePerAck) {
+  constexpr Time ms = 1'000'000;
+  constexpr std::uint32_t packets = 128;
+  Pair p([](ConnectionConfig& c) {
+    apply(IbtaTimers{10, 7, 7}, c);
+    c.ack_every_packets = 16;
+    c.ack_delay = 1'000'000'000;  // only every 16th packet (and the AckReq on the last) is ACKed
+  });
+  ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 1, 0, packets * mtu, 0)), PostResult::ok);
+  std::deque<std::vector<std::uint8_t>> queue;  // at the slow peer, first come first served
+  Time next_service = 0;
+  std::vector<Time> timeouts;
+  bool completed = false;
+  for (Time t = 0; t <= 400 * ms && (!completed || !queue.empty()); t += 100'000) {
+    const std::uint64_t before = p.a->counters().rto_timeouts;
+    for (auto& f : p.drain(*p.a, t)) queue.push_back(std::move(f));
+    if (p.a->counters().rto_timeouts != before) timeouts.push_back(t);
+    if (!queue.empty() && t >= next_service) {
+      Pair::deliver(*p.b, t, queue.front());
+      queue.pop_front();
+      next_service = t + ms;
+    }
+    Pair::deliver_all(*p.a, t, p.drain(*p.b, t));
+    for (const auto& c : Pair::completions(*p.a)) {
+      EXPECT_EQ(c.status, CompletionStatus::success);
+      completed = true;
+    }
+  }
+  ASSERT_TRUE(completed);
+  EXPECT_TRUE(queue.empty());
+  EXPECT_EQ(p.a->state(), ConnectionState::ready);
+  ASSERT_EQ(timeouts.size(), 2u);
+  EXPECT_EQ(timeouts[0], 4'200'000u);   // 4.19 ms, seen at the next 0.1 ms step
+  EXPECT_EQ(timeouts[1], 12'900'000u);  // 8.39 ms later, in the wheel's 262 us slots at that range
+  EXPECT_EQ(p.a->counters().rto_timeouts, 2u);
+  EXPECT_EQ(p.a->counters().retransmitted_packets, 2u * packets);
+  EXPECT_EQ(p.a->counters().data_packets_sent, packets);
+  EXPECT_EQ(p.b->counters().data_packets_received, packets);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), packets * mtu), 0);
 }
 
 TEST(Rocev2Exact, CnpAndMetaroceOpcodesAreCountedAndIgnored) {
