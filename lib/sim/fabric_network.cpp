@@ -504,6 +504,7 @@ void Fabric::poll_host(FabricNodeId host) {
     pk.priority = priority_of(pk.bytes, fabric::peek_frame(pk.bytes));
     enqueue(node.ports.front(), packet);
   }
+  if (poll_observer_) poll_observer_(host);
   note_wakeup(host);
 }
 

@@ -137,6 +137,8 @@ class Fabric {
   void on_delivery(std::function<void(std::uint64_t, FabricNodeId, FabricNodeId, std::span<const std::uint8_t>)> f) {
     observer_ = std::move(f);
   }
+  // Called after every poll of a host (its completions can be read then).
+  void on_poll(std::function<void(FabricNodeId)> f) { poll_observer_ = std::move(f); }
   // Bytes of simulator state held per frame in flight and in total (for the
   // scale figures); approximate.
   [[nodiscard]] std::size_t frames_in_flight() const noexcept { return packets_.size() - free_packets_.size(); }
@@ -221,6 +223,7 @@ class Fabric {
   std::uint64_t seq_ = 0;
   std::uint64_t now_ = 0;
   FabricCounters counters_;
+  std::function<void(FabricNodeId)> poll_observer_;
   std::vector<FabricNodeId> due_;  // hosts to poll at this instant
   std::vector<std::vector<std::uint8_t>> polled_;
   std::function<void(std::uint64_t, FabricNodeId, FabricNodeId, std::span<const std::uint8_t>)> observer_;
