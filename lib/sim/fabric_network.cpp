@@ -110,6 +110,11 @@ const FabricPortCounters& Fabric::port_counters(FabricLinkId link, FabricNodeId 
   return ports_[egress_of(link, from)].counters;
 }
 
+void Fabric::set_loss(FabricLinkId link, FabricNodeId from, double loss) {
+  if (!(loss >= 0.0 && loss <= 1.0)) throw std::invalid_argument("sim::Fabric::set_loss: the loss must be in [0, 1]");
+  ports_[egress_of(link, from)].config.loss = loss;
+}
+
 std::uint64_t Fabric::queued_bytes(FabricLinkId link, FabricNodeId from) const {
   return ports_[egress_of(link, from)].queued_bytes;
 }

@@ -122,6 +122,9 @@ class Fabric {
   // the next instant processed.
   void wake(FabricNodeId host);
 
+  // From now on, frames leaving `from` on `link` vanish with probability `loss`.
+  void set_loss(FabricLinkId link, FabricNodeId from, double loss);
+
   // --- Inspection ---
   [[nodiscard]] std::size_t node_count() const noexcept { return nodes_.size(); }
   [[nodiscard]] std::size_t link_count() const noexcept { return links_.size(); }
