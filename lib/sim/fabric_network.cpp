@@ -181,6 +181,7 @@ void Fabric::drop_queued(std::uint32_t port) {
   }
   // A frame being serialised finishes (tx_done drops it); the rest is gone.
   p.queued_bytes = 0;
+  p.queued_frames = 0;
 }
 
 void Fabric::set_link(FabricLinkId link, bool up) {
@@ -317,6 +318,7 @@ void Fabric::enqueue(std::uint32_t port, std::uint32_t packet) {
     }
   }
   p.queued_bytes += bytes;
+  ++p.queued_frames;
   p.counters.peak_queued_bytes = std::max(p.counters.peak_queued_bytes, p.queued_bytes);
   p.queue[pk.priority].push_back(packet);
   start_tx(port);
@@ -363,7 +365,16 @@ void Fabric::tx_done(std::uint32_t port, std::uint32_t packet) {
     free_packet(packet);
     return;
   }
-  p.queued_bytes -= bytes;
+  p.queued_bytes -= std::min(p.queued_bytes, bytes);
+  if (p.queued_frames > 0) --p.queued_frames;
+  Node& owner = nodes_[p.node];
+  if (owner.nic_blocked && p.queued_frames <= nic_ring_ / 2) {
+    owner.nic_blocked = false;
+    if (!owner.poll_due) {
+      owner.poll_due = true;
+      due_.push_back(p.node);
+    }
+  }
   ++p.counters.tx_frames;
   p.counters.tx_bytes += pk.bytes.size();
   if (p.config.loss > 0.0 && p.random.chance(p.config.loss)) {
@@ -492,6 +503,10 @@ void Fabric::note_wakeup(FabricNodeId host) {
 void Fabric::poll_host(FabricNodeId host) {
   Node& node = nodes_[host];
   node.poll_due = false;
+  if (nic_ring_ != 0 && !node.ports.empty() && ports_[node.ports.front()].queued_frames >= nic_ring_) {
+    node.nic_blocked = true;  // polled again when the NIC has drained
+    return;
+  }
   ++counters_.events;
   polled_.clear();
   node.endpoint->poll(now_, polled_);

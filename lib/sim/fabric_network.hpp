@@ -122,6 +122,13 @@ class Fabric {
   // the next instant processed.
   void wake(FabricNodeId host);
 
+  // A NIC transmit ring of `frames` per host (0: unlimited, the default): a
+  // host is polled only while fewer frames wait at its NIC, and again once
+  // its NIC has drained to half of it. With a host transmit budget
+  // (host::HostConfig::tx_budget_frames) unsent frames stay in the
+  // transport, as on a real NIC, instead of piling up in the fabric.
+  void set_nic_ring(std::uint32_t frames) noexcept { nic_ring_ = frames; }
+
   // From now on, frames leaving `from` on `link` vanish with probability `loss`.
   void set_loss(FabricLinkId link, FabricNodeId from, double loss);
 
@@ -174,6 +181,7 @@ class Fabric {
     fabric::Random random{1, 0};
     std::array<std::deque<std::uint32_t>, pfc_priorities> queue;  // packet ids
     std::uint64_t queued_bytes = 0;   // waiting or being serialised, + overhead
+    std::uint32_t queued_frames = 0;  // waiting or being serialised
     std::uint64_t busy_until_ps = 0;  // end of the last serialisation
     bool busy = false;
     bool up = true;
@@ -191,6 +199,7 @@ class Fabric {
     std::vector<std::uint32_t> ports;   // egress ports of this node
     bool up = true;
     bool poll_due = false;
+    bool nic_blocked = false;           // due, but its NIC ring is full
     std::uint64_t scheduled_wake = ~std::uint64_t{0};
     std::uint32_t switch_index = none;  // among switches
     std::uint32_t tor = none;           // host: the switch it is attached to
@@ -236,6 +245,7 @@ class Fabric {
   // .. group_first_[s*S+d+1]).
   bool routes_stale_ = true;
   bool started_ = false;
+  std::uint32_t nic_ring_ = 0;
   std::vector<std::uint32_t> group_first_;
   std::vector<std::uint32_t> group_ports_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> host_by_ipv4_;  // sorted (ipv4, host)

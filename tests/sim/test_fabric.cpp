@@ -323,6 +323,52 @@ TEST(FabricNetwork, RejectsBadLinksAndAddresses) {
   EXPECT_THROW(net.fail_switch(ha, 0), std::invalid_argument);
 }
 
+// Hands one frame per poll and asks to be polled again at once while it has
+// frames: a host whose transport always has more to send.
+class Trickle : public Endpoint {
+ public:
+  std::vector<std::vector<std::uint8_t>> frames;
+  std::size_t next = 0;
+  std::uint64_t polls = 0;
+  void on_frame(std::uint64_t, std::span<const std::uint8_t>) override {}
+  void poll(std::uint64_t now, std::vector<std::vector<std::uint8_t>>& out) override {
+    ++polls;
+    last_ = now;
+    if (next < frames.size()) out.push_back(std::move(frames[next++]));
+  }
+  std::uint64_t next_wakeup() const override { return next < frames.size() ? last_ : never; }
+
+ private:
+  std::uint64_t last_ = 0;
+};
+
+// With a NIC ring of 4 frames the host is not polled while 4 wait at its NIC:
+// at most 4 are ever queued there, and every frame still arrives.
+TEST(FabricNetwork, NicRingHoldsFramesInTheHost) {
+  for (const std::uint32_t ring : {0u, 4u}) {
+    Fabric net;
+    net.set_nic_ring(ring);
+    Trickle sender;
+    Blaster receiver;
+    const FabricNodeId a = net.add_host(sender, numbered_host_address(0).ipv4);
+    const FabricNodeId b = net.add_host(receiver, numbered_host_address(1).ipv4);
+    const FabricNodeId sw = net.add_switch();
+    FabricLinkConfig link;
+    link.rate_bps = 100 * gbit;
+    const FabricLinkId up = net.connect(a, sw, link, link);
+    net.connect(b, sw, link, link);
+    for (std::uint32_t k = 0; k < 100; ++k) sender.frames.push_back(frame_between(0, 1, 49152, k, 1000));
+    const std::uint64_t frame = sender.frames.front().size() + 24;
+    net.run_until(never - 1);
+    EXPECT_EQ(receiver.received, 100u);
+    if (ring == 0) {
+      EXPECT_EQ(net.port_counters(up, a).peak_queued_bytes, 100 * frame);
+    } else {
+      EXPECT_EQ(net.port_counters(up, a).peak_queued_bytes, 4 * frame);
+    }
+  }
+}
+
 // --- PFC ---
 
 std::uint64_t hol_frame_bytes() { return frame_between(1, 5, 49153, 0, 1000).size(); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -78,11 +79,13 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   std::vector<std::unique_ptr<host::SimEndpoint>> hosts;
   std::vector<sim::Endpoint*> endpoints;
   host::HostConfig host_config;
+  host_config.tx_budget_frames = spec.host_tx_budget_frames;
   for (std::uint32_t i = 0; i < host_count; ++i) {
     hosts.push_back(std::make_unique<host::SimEndpoint>(host_config));
     endpoints.push_back(hosts.back().get());
   }
   sim::Fabric net;
+  net.set_nic_ring(spec.nic_ring_frames);
   std::vector<sim::FabricLinkId> host_links;
   if (spec.topology == Topology::leaf_spine) {
     sim::LeafSpineConfig c = spec.leaf_spine;
@@ -194,7 +197,27 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
       }
     });
   });
-  result.completed = net.run_until([&] { return tracker.done(); }, spec.time_limit_ns);
+  result.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  std::uint64_t checks = 0;
+  bool out_of_time = false;
+  auto last_report = std::chrono::steady_clock::now();
+  result.completed = net.run_until(
+      [&] {
+        if (tracker.done()) return true;
+        if ((++checks & 0xffff) != 0 || (spec.wall_limit_s <= 0 && !spec.progress)) return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (spec.progress && now - last_report > std::chrono::seconds(10)) {
+          last_report = now;
+          std::fprintf(stderr, "study %s: %.1f s, virtual %.3f ms, transfers %zu/%zu, events %llu\n", spec.name.c_str(),
+                       std::chrono::duration<double>(now - wall_start).count(), static_cast<double>(net.now()) / 1e6,
+                       tracker.finished(), tracker.transfer_count(),
+                       static_cast<unsigned long long>(net.counters().events));
+        }
+        out_of_time = spec.wall_limit_s > 0 && std::chrono::duration<double>(now - wall_start).count() > spec.wall_limit_s;
+        return out_of_time;
+      },
+      spec.time_limit_ns);
+  if (out_of_time) result.completed = false;
   if (failed_completions != 0) result.completed = false;
 
   // Metrics.
@@ -249,13 +272,13 @@ StudySpec allreduce_128(bool short_form) {
   return s;
 }
 
-StudySpec alltoall_1024(bool short_form) {
+StudySpec alltoall_1024(bool short_form, std::uint32_t k_override, std::uint64_t bytes_override) {
   StudySpec s;
-  s.name = short_form ? "alltoall-16" : "alltoall-1024";
   s.topology = Topology::fat_tree;
-  s.fat_tree.k = short_form ? 4 : 16;
+  s.fat_tree.k = k_override != 0 ? k_override : short_form ? 4 : 16;
   const std::uint32_t k = s.fat_tree.k;
-  const std::uint64_t bytes = short_form ? (64u << 10) : (1u << 20);
+  s.name = "alltoall-" + std::to_string(k * k * k / 4);
+  const std::uint64_t bytes = bytes_override != 0 ? bytes_override : short_form ? (64u << 10) : (1u << 20);
   s.job = [k, bytes](std::uint32_t hosts) {
     // k groups of k^2/4 hosts, spread across the pods: host h is in group
     // h mod k, so a group has k/4 members in every pod (k = 4: one) and most

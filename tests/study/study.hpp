@@ -39,9 +39,16 @@ struct StudySpec {
   std::uint64_t pfc_xoff_bytes = 200'000;
   std::uint64_t pfc_xon_bytes = 100'000;
   std::uint16_t metaroce_paths = 4;
+  // A host hands its NIC at most this many frames per transmit turn and is
+  // not polled while `nic_ring_frames` wait there (sim::Fabric::set_nic_ring):
+  // unsent packets stay in the transport, not as copies in the fabric.
+  std::uint32_t host_tx_budget_frames = 64;
+  std::uint32_t nic_ring_frames = 128;
   std::uint32_t mtu = 4096;
   std::uint64_t seed = 1;
-  std::uint64_t time_limit_ns = 1'000'000'000;
+  std::uint64_t time_limit_ns = 1'000'000'000;  // virtual
+  double wall_limit_s = 0;                       // stop after this much real time (0: none): completed = false
+  bool progress = false;                         // a line on stderr every 10 s of real time
   // The job over hosts 0..n-1.
   std::function<sim::CollectiveJob(std::uint32_t hosts)> job;
 };
@@ -63,13 +70,15 @@ struct StudyResult {
   sim::FabricPortCounters ports{};             // summed over the fabric
   sim::FabricCounters fabric{};
   double wall_s = 0;
+  double setup_s = 0;                          // building hosts, connections and the fabric
 };
 
 [[nodiscard]] StudyResult run(const StudySpec& spec, const Variant& variant);
 
 // The named studies; `short_form` gives the quick version the tests run.
 [[nodiscard]] StudySpec allreduce_128(bool short_form);
-[[nodiscard]] StudySpec alltoall_1024(bool short_form);
+// k and bytes per peer may be overridden (nonzero) to measure how the cost scales.
+[[nodiscard]] StudySpec alltoall_1024(bool short_form, std::uint32_t k = 0, std::uint64_t bytes_per_peer = 0);
 [[nodiscard]] std::vector<Variant> allreduce_variants();
 [[nodiscard]] std::vector<Variant> alltoall_variants();
 

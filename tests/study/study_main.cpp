@@ -1,4 +1,5 @@
-// metaroce-study NAME [--short] [--json PATH] [--variant N]: runs a named
+// metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S]
+// [--progress]: runs a named
 // fabric study (tools/study), prints a table and, as its last line, one JSON
 // object: {"study":NAME,"rows":[...],"events_per_s":..,"peak_rss_mb":..}.
 #include <cstdio>
@@ -16,12 +17,24 @@ int main(int argc, char** argv) {
   std::string name, json_path;
   bool short_form = false;
   int only = -1;
+  double wall_limit = 0;
+  bool progress = false;
+  std::uint32_t k = 0;          // alltoall: fat-tree k
+  std::uint64_t bytes = 0;      // alltoall: bytes per peer
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--short") {
       short_form = true;
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--wall-limit" && i + 1 < argc) {
+      wall_limit = std::stod(argv[++i]);
+    } else if (arg == "--k" && i + 1 < argc) {
+      k = static_cast<std::uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--bytes" && i + 1 < argc) {
+      bytes = std::stoull(argv[++i]);
+    } else if (arg == "--progress") {
+      progress = true;
     } else if (arg == "--variant" && i + 1 < argc) {
       only = std::stoi(argv[++i]);
     } else if (name.empty() && arg[0] != '-') {
@@ -37,12 +50,15 @@ int main(int argc, char** argv) {
     spec = study::allreduce_128(short_form);
     variants = study::allreduce_variants();
   } else if (name == "alltoall-1024") {
-    spec = study::alltoall_1024(short_form);
+    spec = study::alltoall_1024(short_form, k, bytes);
     variants = study::alltoall_variants();
   } else {
-    std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N]; studies: allreduce-128 alltoall-1024\n";
+    std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S] [--progress] [--k K --bytes B (alltoall)]; "
+                 "studies: allreduce-128 alltoall-1024\n";
     return 2;
   }
+  spec.wall_limit_s = wall_limit;
+  spec.progress = progress;
   apps::JsonLine line;
   line.add("study", name);
   line.begin_array("rows");
@@ -89,6 +105,9 @@ int main(int argc, char** argv) {
         .add("connections", r.connections)
         .add("bytes_per_connection", r.connections ? r.connection_bytes / r.connections : 0)
         .add("events", r.fabric.events)
+        .add("transfers", r.transfers)
+        .add("transfers_done", r.transfers_done)
+        .add("setup_s", r.setup_s)
         .add("wall_s", r.wall_s)
         .end_object();
   }
