@@ -94,7 +94,13 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
     c.spine_link.rate_bps = spec.leaf_spine.spine_link.rate_bps;  // 0: from the oversubscription
     c.switch_config = sw;
     c.seed = spec.seed;
-    host_links = sim::leaf_spine(net, endpoints, c).host_links;
+    const sim::LeafSpine t = sim::leaf_spine(net, endpoints, c);
+    host_links = t.host_links;
+    for (const LinkFailure& f : spec.failures) {
+      const sim::FabricLinkId link = t.uplinks.at(f.leaf).at(f.spine);
+      net.fail_link(link, f.at_ns, f.reroute_after_ns);
+      if (f.repair_at_ns != 0) net.repair_link(link, f.repair_at_ns, f.reroute_after_ns);
+    }
   } else {
     sim::FatTreeConfig c = spec.fat_tree;
     c.host_link = link;
@@ -219,6 +225,7 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
       spec.time_limit_ns);
   if (out_of_time) result.completed = false;
   if (failed_completions != 0) result.completed = false;
+  result.failed_completions = failed_completions;
 
   // Metrics.
   result.completion_ns = net.now();
@@ -236,14 +243,15 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   }
   result.p50_fct_slowdown = sim::percentile(slowdowns, 50);
   result.p99_fct_slowdown = sim::percentile(slowdowns, 99);
-  if (result.completion_ns != 0)
-    result.goodput_gbps = static_cast<double>(result.job_bytes) * 8 / static_cast<double>(result.completion_ns);
   for (const auto& [key, pair] : pairs) {
     result.bytes_placed += pair.receiver->counters().data_bytes_placed;
     result.retransmitted_packets += pair.sender->counters().retransmitted_packets;
     result.rto_timeouts += pair.sender->counters().rto_timeouts;
+    if (pair.sender->state() != transport::ConnectionState::ready) ++result.connections_in_error;
     result.connection_bytes += pair.sender->memory_bytes() + pair.receiver->memory_bytes();
   }
+  if (result.completion_ns != 0)
+    result.goodput_gbps = static_cast<double>(result.bytes_placed) * 8 / static_cast<double>(result.completion_ns);
   result.ports = net.total_port_counters();
   result.fabric = net.counters();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -290,6 +298,20 @@ StudySpec alltoall_1024(bool short_form, std::uint32_t k_override, std::uint64_t
   };
   s.time_limit_ns = 2'000'000'000;
   return s;
+}
+
+StudySpec link_failure(bool short_form) {
+  StudySpec s = allreduce_128(short_form);
+  s.name = short_form ? "link-failure-16" : "link-failure";
+  // Mid-job (the lossless ring takes 0.5 ms short, 4-6 ms full); routes
+  // converge 200 us (short) or 1 ms later.
+  s.failures.push_back(LinkFailure{0, 0, short_form ? 100'000u : 1'000'000u, short_form ? 200'000u : 1'000'000u, 0});
+  return s;
+}
+
+std::vector<Variant> link_failure_variants() {
+  return {Variant{"metaroce", "metaroce", false, 0.0, true}, Variant{"metaroce", "metaroce", false, 0.0, false},
+          Variant{"rocev2", "dcqcn", true, 0.0, false}, Variant{"rocev2", "dcqcn", false, 0.0, false}};
 }
 
 std::vector<Variant> allreduce_variants() {

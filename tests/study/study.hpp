@@ -27,6 +27,16 @@ struct Variant {
   bool receive_share = true;      // metaroce: each host's receive share (cc::FairShare) hints its senders
 };
 
+// A leaf-spine uplink that fails (both ways) at `at_ns`; the switches
+// reroute `reroute_after_ns` later; repaired at `repair_at_ns` (0: never).
+struct LinkFailure {
+  std::uint32_t leaf = 0;
+  std::uint32_t spine = 0;
+  std::uint64_t at_ns = 0;
+  std::uint64_t reroute_after_ns = 0;
+  std::uint64_t repair_at_ns = 0;
+};
+
 struct StudySpec {
   std::string name;
   Topology topology = Topology::leaf_spine;
@@ -49,6 +59,7 @@ struct StudySpec {
   std::uint64_t time_limit_ns = 1'000'000'000;  // virtual
   double wall_limit_s = 0;                       // stop after this much real time (0: none): completed = false
   bool progress = false;                         // a line on stderr every 10 s of real time
+  std::vector<LinkFailure> failures;  // leaf-spine only
   // The job over hosts 0..n-1.
   std::function<sim::CollectiveJob(std::uint32_t hosts)> job;
 };
@@ -59,12 +70,14 @@ struct StudyResult {
   std::uint64_t completion_ns = 0;             // job: last transfer finished (or the limit)
   std::vector<std::uint64_t> step_end_ns;      // per step: its last transfer finished
   double p50_fct_slowdown = 0, p99_fct_slowdown = 0;
-  double goodput_gbps = 0;                     // job bytes * 8 / completion time, all hosts
+  double goodput_gbps = 0;                     // bytes placed * 8 / completion time (or time reached), all hosts
   std::uint64_t job_bytes = 0;                 // what the job asks to move
   std::uint64_t bytes_placed = 0;              // payload written at the receivers
   std::uint64_t retransmitted_packets = 0;
   std::uint64_t rto_timeouts = 0;
   std::uint64_t transfers = 0, transfers_done = 0;
+  std::uint64_t failed_completions = 0;        // WRITEs that completed in error (retry exceeded, flushed)
+  std::uint64_t connections_in_error = 0;      // sender ends not READY at the end
   std::uint64_t connections = 0;               // connection ends
   std::uint64_t connection_bytes = 0;          // Connection::memory_bytes, all ends
   sim::FabricPortCounters ports{};             // summed over the fabric
@@ -79,7 +92,10 @@ struct StudyResult {
 [[nodiscard]] StudySpec allreduce_128(bool short_form);
 // k and bytes per peer may be overridden (nonzero) to measure how the cost scales.
 [[nodiscard]] StudySpec alltoall_1024(bool short_form, std::uint32_t k = 0, std::uint64_t bytes_per_peer = 0);
+// allreduce-128 with leaf 0's link to spine 0 failing mid-job.
+[[nodiscard]] StudySpec link_failure(bool short_form);
 [[nodiscard]] std::vector<Variant> allreduce_variants();
+[[nodiscard]] std::vector<Variant> link_failure_variants();
 [[nodiscard]] std::vector<Variant> alltoall_variants();
 
 // Peak resident set of this process, MB (VmHWM).

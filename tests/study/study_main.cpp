@@ -49,12 +49,15 @@ int main(int argc, char** argv) {
   if (name == "allreduce-128") {
     spec = study::allreduce_128(short_form);
     variants = study::allreduce_variants();
+  } else if (name == "link-failure") {
+    spec = study::link_failure(short_form);
+    variants = study::link_failure_variants();
   } else if (name == "alltoall-1024") {
     spec = study::alltoall_1024(short_form, k, bytes);
     variants = study::alltoall_variants();
   } else {
     std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S] [--progress] [--k K --bytes B (alltoall)]; "
-                 "studies: allreduce-128 alltoall-1024\n";
+                 "studies: allreduce-128 alltoall-1024 link-failure\n";
     return 2;
   }
   spec.wall_limit_s = wall_limit;
@@ -96,6 +99,8 @@ int main(int argc, char** argv) {
         .add("bytes_placed", r.bytes_placed)
         .add("retransmitted_packets", r.retransmitted_packets)
         .add("rto_timeouts", r.rto_timeouts)
+        .add("dropped_link_down", r.ports.dropped_link_down)
+        .add("reroutes", r.fabric.reroutes)
         .add("pause_time_us", static_cast<double>(r.ports.paused_ns) / 1e3)
         .add("pauses_sent", r.ports.pauses_sent)
         .add("pauses_received", r.ports.pauses_received)
@@ -107,6 +112,8 @@ int main(int argc, char** argv) {
         .add("events", r.fabric.events)
         .add("transfers", r.transfers)
         .add("transfers_done", r.transfers_done)
+        .add("failed_completions", r.failed_completions)
+        .add("connections_in_error", r.connections_in_error)
         .add("setup_s", r.setup_s)
         .add("wall_s", r.wall_s)
         .end_object();
