@@ -149,8 +149,7 @@ class Fabric {
   }
   // Called after every poll of a host (its completions can be read then).
   void on_poll(std::function<void(FabricNodeId)> f) { poll_observer_ = std::move(f); }
-  // Bytes of simulator state held per frame in flight and in total (for the
-  // scale figures); approximate.
+  // Frames held by the fabric now: queued, being serialised or on a wire.
   [[nodiscard]] std::size_t frames_in_flight() const noexcept { return packets_.size() - free_packets_.size(); }
 
   static constexpr std::uint64_t max_polls_per_instant = 100'000;

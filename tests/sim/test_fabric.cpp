@@ -29,7 +29,7 @@ constexpr std::uint64_t never = ~std::uint64_t{0};
 constexpr std::uint64_t gbit = 1'000'000'000;
 
 std::vector<std::uint8_t> frame_between(std::size_t src, std::size_t dst, std::uint16_t sport, std::uint32_t psn,
-                                        std::size_t payload_len) {
+                                        std::size_t payload_len, std::uint8_t dscp = 26) {
   const HostAddress s = numbered_host_address(src), d = numbered_host_address(dst);
   wire::FrameSpec spec = test::sample_spec(wire::opcode::mr_write, 4, false);
   spec.eth.src = s.mac;
@@ -38,6 +38,7 @@ std::vector<std::uint8_t> frame_between(std::size_t src, std::size_t dst, std::u
   spec.ipv4.dst = d.ipv4;
   spec.udp.src_port = sport;
   spec.bth.psn = psn;
+  spec.ipv4.dscp = dscp;
   std::vector<std::uint8_t> payload(payload_len, 0x5a);
   std::vector<std::uint8_t> bytes(payload_len + 256);
   bytes.resize(wire::build_frame(spec, payload, bytes));
@@ -163,6 +164,8 @@ TEST(FabricEcmp, LeafSpineDeliversEveryByteAndSpreadsFlowsOverEverySpine) {
   EXPECT_EQ(net.counters().sent, 16u * 256u);
   EXPECT_EQ(net.counters().delivered, 16u * 256u);
   EXPECT_EQ(net.counters().unroutable, 0u);
+  EXPECT_EQ(net.frames_in_flight(), 0u);
+  EXPECT_EQ(net.queued_bytes(t.uplinks[0][0], t.leaves[0]), 0u);
   const FabricPortCounters total = net.total_port_counters();
   EXPECT_EQ(total.dropped_queue_full + total.dropped_loss + total.dropped_link_down, 0u);
   // Per leaf, frames sent up to each spine (4 frames per flow).
@@ -359,6 +362,10 @@ TEST(FabricNetwork, NicRingHoldsFramesInTheHost) {
     net.connect(b, sw, link, link);
     for (std::uint32_t k = 0; k < 100; ++k) sender.frames.push_back(frame_between(0, 1, 49152, k, 1000));
     const std::uint64_t frame = sender.frames.front().size() + 24;
+    net.run_until(5'000);  // mid-run: frames wait at the NIC or on the wires
+    EXPECT_GT(net.frames_in_flight(), 0u);
+    EXPECT_GT(net.queued_bytes(up, a), 0u);
+    EXPECT_LE(net.queued_bytes(up, a), (ring == 0 ? 100 : 4) * frame);
     net.run_until(never - 1);
     EXPECT_EQ(receiver.received, 100u);
     if (ring == 0) {
@@ -430,6 +437,7 @@ TEST(FabricPfc, HeadOfLineBlockingPausesAVictimThatSharesNoBottleneck) {
 TEST(FabricPfc, PausesSentEqualPausesReceivedAndNothingIsDropped) {
   HolRun run;
   hol(run, true);
+  EXPECT_EQ(run.net.frames_in_flight(), 0u);
   const FabricPortCounters total = run.net.total_port_counters();
   EXPECT_GT(total.pauses_sent, 0u);
   EXPECT_EQ(total.pauses_sent, total.pauses_received);
@@ -472,6 +480,53 @@ TEST(FabricPfc, LossyPriorityDropsWhereLosslessPauses) {
       EXPECT_EQ(total.pauses_sent, 0u);
     }
   }
+}
+
+// Only the lossless priorities are paused: the same incast on DSCP 0
+// (priority 0) with only priority 3 lossless tail-drops and sends no pause.
+TEST(FabricPfc, OnlyLosslessPrioritiesPause) {
+  for (const std::uint8_t dscp : {std::uint8_t{26}, std::uint8_t{0}}) {
+    Fabric net;
+    std::vector<Blaster> hosts(4);
+    LeafSpineConfig c = small_leaf_spine(1, 1, 4);
+    c.host_link.buffer_bytes = 200 * 1024;
+    c.switch_config.pfc.enabled = true;
+    c.switch_config.pfc.xoff_bytes = 32 * 1024;
+    c.switch_config.pfc.xon_bytes = 16 * 1024;
+    c.switch_config.pfc.lossless_priorities = 1u << 3;
+    leaf_spine(net, refs(hosts), c);
+    for (std::uint32_t k = 0; k < 1000; ++k) {
+      for (std::size_t sender : {0u, 1u, 2u})
+        hosts[sender].frames.push_back(frame_between(sender, 3, 49152, k, 1000, dscp));
+    }
+    net.run_until(never - 1);
+    const FabricPortCounters total = net.total_port_counters();
+    if (dscp == 26) {
+      EXPECT_EQ(hosts[3].received, 3000u);
+      EXPECT_GT(total.pauses_sent, 0u);
+      EXPECT_EQ(total.dropped_queue_full, 0u);
+    } else {
+      EXPECT_EQ(total.pauses_sent, 0u);
+      EXPECT_GT(total.dropped_queue_full, 0u);
+      EXPECT_EQ(hosts[3].received + total.dropped_queue_full, 3000u);
+    }
+  }
+}
+
+// Loss on one direction of a host link: every frame is either delivered or
+// counted as lost on that port, and the count is exact for the seed.
+TEST(FabricNetwork, LinkLossIsCountedPerPort) {
+  Fabric net;
+  std::vector<Blaster> hosts(2);
+  const LeafSpine t = leaf_spine(net, refs(hosts), small_leaf_spine(1, 1, 2));
+  net.set_loss(t.host_links[0], 0, 0.1);
+  EXPECT_THROW(net.set_loss(t.host_links[0], 0, 1.5), std::invalid_argument);
+  EXPECT_THROW(net.set_loss(t.host_links[0], 1, 0.1), std::invalid_argument);  // host 1 is not on that link
+  for (std::uint32_t k = 0; k < 1000; ++k) hosts[0].frames.push_back(frame_between(0, 1, 49152, k, 500));
+  net.run_until(never - 1);
+  const std::uint64_t lost = net.port_counters(t.host_links[0], 0).dropped_loss;
+  EXPECT_EQ(hosts[1].received + lost, 1000u);
+  EXPECT_EQ(lost, 104u);
 }
 
 }  // namespace

@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
         .add("drops_queue_full", r.ports.dropped_queue_full)
         .add("drops_loss", r.ports.dropped_loss)
         .add("ecn_marked", r.ports.ecn_marked)
+        .add("peak_queue_kb", static_cast<double>(r.ports.peak_queued_bytes) / 1e3)
+        .add("peak_pfc_ingress_kb", static_cast<double>(r.ports.peak_ingress_bytes) / 1e3)
         .add("connections", r.connections)
         .add("bytes_per_connection", r.connections ? r.connection_bytes / r.connections : 0)
         .add("events", r.fabric.events)
