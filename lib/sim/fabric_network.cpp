@@ -305,8 +305,8 @@ void Fabric::enqueue(std::uint32_t port, std::uint32_t packet) {
     return;
   }
   const fabric::EcnMarking& ecn = p.config.ecn;
-  if (ecn.enabled && p.queued_bytes > ecn.min_bytes) {
-    const fabric::FramePeek peek = fabric::peek_frame(pk.bytes);
+  if (ecn.enabled && node.endpoint == nullptr && p.queued_bytes > ecn.min_bytes) {  // a NIC never marks
+    fabric::FramePeek& peek = pk.peek;
     if (peek.ect()) {
       bool mark = p.queued_bytes >= ecn.max_bytes;
       if (!mark) {
@@ -314,7 +314,10 @@ void Fabric::enqueue(std::uint32_t port, std::uint32_t packet) {
                                 static_cast<double>(ecn.max_bytes - ecn.min_bytes);
         mark = p.random.chance(ecn.max_probability * fraction);
       }
-      if (mark && fabric::set_ecn_ce(pk.bytes, peek)) ++p.counters.ecn_marked;
+      if (mark && fabric::set_ecn_ce(pk.bytes, peek)) {
+        ++p.counters.ecn_marked;
+        peek.ecn = fabric::ecn::ce;
+      }
     }
   }
   p.queued_bytes += bytes;
@@ -426,20 +429,28 @@ void Fabric::arrive(std::uint32_t port, std::uint32_t packet) {
   }
 }
 
-void Fabric::forward(FabricNodeId sw, std::uint32_t packet) {
-  Packet& pk = packets_[packet];
-  const fabric::FramePeek peek = fabric::peek_frame(pk.bytes);
-  std::uint32_t destination = none;
-  std::uint64_t tuple = 0;
-  if (peek.ip_version == 4) {
-    const std::uint8_t* ip = pk.bytes.data() + peek.l3_offset;
-    destination = host_of_ipv4(wire::load_be32(ip + 16));
-    tuple = (std::uint64_t{wire::load_be32(ip + 12)} << 32) ^ wire::load_be32(ip + 16) ^ (std::uint64_t{ip[9]} << 56);
-    if (peek.udp) {
-      const std::uint8_t* udp = pk.bytes.data() + peek.l4_offset;
+void Fabric::classify(Packet& pk) const {
+  pk.peek = fabric::peek_frame(pk.bytes);
+  pk.priority = priority_of(pk.bytes, pk.peek);
+  pk.destination = none;
+  pk.tuple = 0;
+  if (pk.peek.ip_version == 4) {
+    const std::uint8_t* ip = pk.bytes.data() + pk.peek.l3_offset;
+    pk.destination = host_of_ipv4(wire::load_be32(ip + 16));
+    std::uint64_t tuple =
+        (std::uint64_t{wire::load_be32(ip + 12)} << 32) ^ wire::load_be32(ip + 16) ^ (std::uint64_t{ip[9]} << 56);
+    if (pk.peek.udp) {
+      const std::uint8_t* udp = pk.bytes.data() + pk.peek.l4_offset;
       tuple = mix(tuple) ^ (std::uint64_t{wire::load_be16(udp)} << 16 | wire::load_be16(udp + 2));
     }
+    pk.tuple = tuple;
   }
+}
+
+void Fabric::forward(FabricNodeId sw, std::uint32_t packet) {
+  Packet& pk = packets_[packet];
+  const std::uint32_t destination = pk.destination;
+  const std::uint64_t tuple = pk.tuple;
   if (destination == none || nodes_[destination].tor == none) {
     ++counters_.unroutable;
     release_ingress(packet);
@@ -521,7 +532,7 @@ void Fabric::poll_host(FabricNodeId host) {
     pk.bytes = std::move(frame);
     pk.origin = host;
     pk.in_port = none;
-    pk.priority = priority_of(pk.bytes, fabric::peek_frame(pk.bytes));
+    classify(pk);
     enqueue(node.ports.front(), packet);
   }
   if (poll_observer_) poll_observer_(host);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fabric/config.hpp"
+#include "fabric/frame_peek.hpp"
 #include "fabric/random.hpp"
 #include "sim/endpoint.hpp"
 
@@ -32,8 +33,8 @@ struct FabricLinkConfig {
   std::uint64_t rate_bps = 100'000'000'000;
   std::uint64_t delay_ns = 1'000;        // propagation, after the last bit left the port
   std::uint32_t overhead_bytes = 24;     // preamble + IFG + FCS, per frame on the wire
-  std::uint64_t buffer_bytes = 0;        // egress tail drop above it (lossy priorities only); 0: unlimited
-  fabric::EcnMarking ecn{};              // marking on enqueue, as fabric::RateQueue: step or RED-like
+  std::uint64_t buffer_bytes = 0;        // egress tail drop above it (switch ports, lossy priorities); 0: unlimited
+  fabric::EcnMarking ecn{};              // marking on enqueue, as fabric::RateQueue: step or RED-like (switch ports only)
   double loss = 0.0;                     // each frame vanishes on the wire with this probability
 };
 
@@ -173,6 +174,10 @@ class Fabric {
     std::uint32_t origin = 0;   // host that sent it
     std::uint32_t in_port = 0;  // ingress port at the current switch (none at a host)
     std::uint8_t priority = 0;
+    // Read once, when the host hands the frame over: switches never parse it.
+    fabric::FramePeek peek{};
+    std::uint32_t destination = 0;  // host node, or none
+    std::uint64_t tuple = 0;        // 5-tuple for the ECMP hash
   };
   struct Port {
     FabricNodeId node = 0;
@@ -219,6 +224,7 @@ class Fabric {
   void drop_queued(std::uint32_t port);
   void rebuild_routes();
   void poll_host(FabricNodeId host);
+  void classify(Packet& packet) const;
   void note_wakeup(FabricNodeId host);
   [[nodiscard]] std::uint32_t host_of_ipv4(std::uint32_t ipv4) const;
   void check_node(FabricNodeId node, const char* what) const;
