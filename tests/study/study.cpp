@@ -146,6 +146,7 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   std::vector<std::uint32_t> next_qpn(host_count, 0x100);
   StudyResult result;
   result.variant = variant;
+  result.hosts = host_count;
   auto pair_of = [&](std::uint32_t s, std::uint32_t d) -> Pair& {
     const std::uint64_t key = std::uint64_t{s} * host_count + d;
     auto [it, fresh] = pairs.try_emplace(key);

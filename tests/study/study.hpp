@@ -78,6 +78,7 @@ struct StudyResult {
   std::uint64_t transfers = 0, transfers_done = 0;
   std::uint64_t failed_completions = 0;        // WRITEs that completed in error (retry exceeded, flushed)
   std::uint64_t connections_in_error = 0;      // sender ends not READY at the end
+  std::uint64_t hosts = 0;
   std::uint64_t connections = 0;               // connection ends
   std::uint64_t connection_bytes = 0;          // Connection::memory_bytes, all ends
   sim::FabricPortCounters ports{};             // summed over the fabric

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   line.add("study", name);
   line.begin_array("rows");
   std::uint64_t events = 0;
+  std::uint64_t hosts = 0;
   double wall = 0;
   std::printf("# %s%s\n", spec.name.c_str(), short_form ? " (short form)" : "");
   std::printf("%-9s %-9s %-5s %-4s %5s %9s %13s %9s %9s %9s %8s %10s %8s %6s %7s\n", "mode", "cc", "share", "pfc", "loss", "done",
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
     if (only >= 0 && static_cast<std::size_t>(only) != i) continue;
     const study::StudyResult r = study::run(spec, variants[i]);
     events += r.fabric.events;
+    hosts = r.hosts;
     wall += r.wall_s;
     const std::uint64_t drops = r.ports.dropped_queue_full + r.ports.dropped_loss + r.ports.dropped_link_down;
     std::printf("%-9s %-9s %-5s %-4s %4.1f%% %9s %13.3f %9.2f %9.2f %9.1f %8llu %10.1f %8llu %6llu %7.1f\n",
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
   line.end_array();
   line.add("events_per_s", wall > 0 ? static_cast<double>(events) / wall : 0.0);
   line.add("peak_rss_mb", study::peak_rss_mb());
+  // The whole process (fabric, frames, hosts, connections) per host.
+  line.add("peak_rss_per_host_kb", hosts != 0 ? study::peak_rss_mb() * 1024 / static_cast<double>(hosts) : 0.0);
   const std::string json = std::move(line).finish();
   if (!json_path.empty()) {
     std::ofstream out(json_path);
