@@ -86,6 +86,14 @@ int main(int argc, char** argv) {
                 static_cast<double>(r.ports.paused_ns) / 1e3, static_cast<unsigned long long>(r.ports.pauses_sent),
                 static_cast<unsigned long long>(drops), r.wall_s);
     std::fflush(stdout);
+    // Collective completion time of each step: when its last transfer finished (ms).
+    std::string steps = "[";
+    for (std::size_t k = 0; k < r.step_end_ns.size(); ++k) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%s%.6f", k == 0 ? "" : ",", static_cast<double>(r.step_end_ns[k]) / 1e6);
+      steps += number;
+    }
+    steps += "]";
     line.begin_array_object()
         .add("mode", r.variant.mode)
         .add("cc", r.variant.cc)
@@ -94,6 +102,7 @@ int main(int argc, char** argv) {
         .add("loss", r.variant.loss)
         .add("completed", r.completed)
         .add("completion_ms", static_cast<double>(r.completion_ns) / 1e6)
+        .add_raw("step_end_ms", steps)
         .add("p50_fct_slowdown", r.p50_fct_slowdown)
         .add("p99_fct_slowdown", r.p99_fct_slowdown)
         .add("goodput_gbps", r.goodput_gbps)
