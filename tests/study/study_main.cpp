@@ -1,5 +1,5 @@
 // metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S]
-// [--progress]: runs a named
+// [--progress] [--buffer-kb KB] [--k K --bytes B]: runs a named
 // fabric study (tools/study), prints a table and, as its last line, one JSON
 // object: {"study":NAME,"rows":[...],"events_per_s":..,"peak_rss_mb":..}.
 #include <cstdio>
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   bool progress = false;
   std::uint32_t k = 0;          // alltoall: fat-tree k
   std::uint64_t bytes = 0;      // alltoall: bytes per peer
+  std::uint64_t buffer_kb = 0;  // egress buffer per switch port (0: the study's)
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--short") {
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
       k = static_cast<std::uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--bytes" && i + 1 < argc) {
       bytes = std::stoull(argv[++i]);
+    } else if (arg == "--buffer-kb" && i + 1 < argc) {
+      buffer_kb = std::stoull(argv[++i]);
     } else if (arg == "--progress") {
       progress = true;
     } else if (arg == "--variant" && i + 1 < argc) {
@@ -56,11 +59,12 @@ int main(int argc, char** argv) {
     spec = study::alltoall_1024(short_form, k, bytes);
     variants = study::alltoall_variants();
   } else {
-    std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S] [--progress] [--k K --bytes B (alltoall)]; "
+    std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S] [--progress] [--buffer-kb KB] [--k K --bytes B (alltoall)]; "
                  "studies: allreduce-128 alltoall-1024 link-failure\n";
     return 2;
   }
   spec.wall_limit_s = wall_limit;
+  if (buffer_kb != 0) spec.buffer_bytes = buffer_kb * 1000;
   spec.progress = progress;
   apps::JsonLine line;
   line.add("study", name);
