@@ -38,9 +38,13 @@ transport::ConnectionConfig connection(const Variant& v, const StudySpec& spec, 
   return c;
 }
 
+// One queue pair between two hosts, used both ways: `first` is the host the
+// first transfer between them leaves from, `at_first` its end.
 struct Pair {
-  transport::Connection* sender = nullptr;
-  transport::Connection* receiver = nullptr;
+  std::uint32_t first = 0;
+  transport::Connection* at_first = nullptr;
+  transport::Connection* at_second = nullptr;
+  [[nodiscard]] transport::Connection* sender(std::uint32_t src) const { return src == first ? at_first : at_second; }
 };
 
 }  // namespace
@@ -148,19 +152,20 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   result.variant = variant;
   result.hosts = host_count;
   auto pair_of = [&](std::uint32_t s, std::uint32_t d) -> Pair& {
-    const std::uint64_t key = std::uint64_t{s} * host_count + d;
+    const std::uint64_t key = std::uint64_t{std::min(s, d)} * host_count + std::max(s, d);
     auto [it, fresh] = pairs.try_emplace(key);
     if (fresh) {
+      it->second.first = s;
       std::string error;
       const std::uint32_t sq = next_qpn[s]++, dq = next_qpn[d]++;
       const auto port = static_cast<std::uint16_t>(49152 + (pairs.size() * 64) % 16000);
       auto scc = cc::make(variant.cc, cc_config, error);
       if (!scc) throw std::invalid_argument("study: " + error);
-      it->second.sender = &hosts[s]->add(connection(variant, spec, s, d, sq, dq, port), std::move(scc));
-      it->second.receiver = &hosts[d]->add(connection(variant, spec, d, s, dq, sq, static_cast<std::uint16_t>(port + 32)),
-                                           cc::make(variant.cc, cc_config, error));
-      it->second.sender->connect();
-      it->second.receiver->connect();
+      it->second.at_first = &hosts[s]->add(connection(variant, spec, s, d, sq, dq, port), std::move(scc));
+      it->second.at_second = &hosts[d]->add(connection(variant, spec, d, s, dq, sq, static_cast<std::uint16_t>(port + 32)),
+                                            cc::make(variant.cc, cc_config, error));
+      it->second.at_first->connect();
+      it->second.at_second->connect();
       result.connections += 2;
     }
     return it->second;
@@ -179,7 +184,7 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
     r.lkey = lkeys[t.src];
     r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
     r.rkey = rkeys[t.dst];
-    if (pair_of(t.src, t.dst).sender->post_send(r) != transport::PostResult::ok)
+    if (pair_of(t.src, t.dst).sender(t.src)->post_send(r) != transport::PostResult::ok)
       throw std::runtime_error("study: a connection refused a WRITE of " + std::to_string(t.bytes) + " bytes");
     tracker.start(id, net.now());
     net.wake(t.src);
@@ -244,12 +249,14 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   }
   result.p50_fct_slowdown = sim::percentile(slowdowns, 50);
   result.p99_fct_slowdown = sim::percentile(slowdowns, 99);
-  for (const auto& [key, pair] : pairs) {
-    result.bytes_placed += pair.receiver->counters().data_bytes_placed;
-    result.retransmitted_packets += pair.sender->counters().retransmitted_packets;
-    result.rto_timeouts += pair.sender->counters().rto_timeouts;
-    if (pair.sender->state() != transport::ConnectionState::ready) ++result.connections_in_error;
-    result.connection_bytes += pair.sender->memory_bytes() + pair.receiver->memory_bytes();
+  for (const auto& [key, pair] : pairs) {  // sums: the map's order does not matter
+    for (const transport::Connection* end : {pair.at_first, pair.at_second}) {
+      result.bytes_placed += end->counters().data_bytes_placed;
+      result.retransmitted_packets += end->counters().retransmitted_packets;
+      result.rto_timeouts += end->counters().rto_timeouts;
+      if (end->state() != transport::ConnectionState::ready) ++result.connections_in_error;
+      result.connection_bytes += end->memory_bytes();
+    }
   }
   if (result.completion_ns != 0)
     result.goodput_gbps = static_cast<double>(result.bytes_placed) * 8 / static_cast<double>(result.completion_ns);

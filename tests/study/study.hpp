@@ -1,7 +1,7 @@
 // Fabric-scale studies: a collective job on a leaf-spine or fat-tree
 // sim::Fabric, every host a host::SimEndpoint (the engine's transport core)
-// with one connection per (source, destination) pair of the job, each
-// transfer one RDMA WRITE. Run by `tools/study NAME` (study_main.cpp) and,
+// with one queue pair per pair of hosts that exchange data (used both
+// ways), each transfer one RDMA WRITE. Run by `tools/study NAME` (study_main.cpp) and,
 // in short forms, by the meson test suite (test_study.cpp).
 #pragma once
 
@@ -77,7 +77,7 @@ struct StudyResult {
   std::uint64_t rto_timeouts = 0;
   std::uint64_t transfers = 0, transfers_done = 0;
   std::uint64_t failed_completions = 0;        // WRITEs that completed in error (retry exceeded, flushed)
-  std::uint64_t connections_in_error = 0;      // sender ends not READY at the end
+  std::uint64_t connections_in_error = 0;      // connection ends not READY at the end
   std::uint64_t hosts = 0;
   std::uint64_t connections = 0;               // connection ends
   std::uint64_t connection_bytes = 0;          // Connection::memory_bytes, all ends
