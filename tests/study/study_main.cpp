@@ -1,0 +1,154 @@
+// metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S]
+// [--progress] [--buffer-kb KB] [--k K --bytes B]: runs a named
+// fabric study (tools/study), prints a table and, as its last line, one JSON
+// object: {"study":NAME,"rows":[...],"events_per_s":..,"peak_rss_mb":..}.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "common/json_line.hpp"
+#include "study.hpp"
+
+using namespace metaroce;
+
+int main(int argc, char** argv) {
+  std::string name, json_path;
+  bool short_form = false;
+  int only = -1;
+  double wall_limit = 0;
+  bool progress = false;
+  std::uint32_t k = 0;          // alltoall: fat-tree k
+  std::uint64_t bytes = 0;      // alltoall: bytes per peer
+  std::uint64_t buffer_kb = 0;  // egress buffer per switch port (0: the study's)
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--short") {
+      short_form = true;
+    } else if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (arg == "--wall-limit" && i + 1 < argc) {
+      wall_limit = std::stod(argv[++i]);
+    } else if (arg == "--k" && i + 1 < argc) {
+      k = static_cast<std::uint32_t>(std::stoul(argv[++i]));
+    } else if (arg == "--bytes" && i + 1 < argc) {
+      bytes = std::stoull(argv[++i]);
+    } else if (arg == "--buffer-kb" && i + 1 < argc) {
+      buffer_kb = std::stoull(argv[++i]);
+    } else if (arg == "--progress") {
+      progress = true;
+    } else if (arg == "--variant" && i + 1 < argc) {
+      only = std::stoi(argv[++i]);
+    } else if (name.empty() && arg[0] != '-') {
+      name = arg;
+    } else {
+      std::cerr << "metaroce-study: unknown argument '" << arg << "'\n";
+      return 2;
+    }
+  }
+  study::StudySpec spec;
+  std::vector<study::Variant> variants;
+  if (name == "allreduce-128") {
+    spec = study::allreduce_128(short_form);
+    variants = study::allreduce_variants();
+  } else if (name == "link-failure") {
+    spec = study::link_failure(short_form);
+    variants = study::link_failure_variants();
+  } else if (name == "alltoall-1024") {
+    spec = study::alltoall_1024(short_form, k, bytes);
+    variants = study::alltoall_variants();
+  } else {
+    std::cerr << "usage: metaroce-study NAME [--short] [--json PATH] [--variant N] [--wall-limit S] [--progress] [--buffer-kb KB] [--k K --bytes B (alltoall)]; "
+                 "studies: allreduce-128 alltoall-1024 link-failure\n";
+    return 2;
+  }
+  spec.wall_limit_s = wall_limit;
+  if (buffer_kb != 0) spec.buffer_bytes = buffer_kb * 1000;
+  spec.progress = progress;
+  apps::JsonLine line;
+  line.add("study", name);
+  line.begin_array("rows");
+  std::uint64_t events = 0;
+  std::uint64_t hosts = 0;
+  double wall = 0;
+  std::printf("# %s%s\n", spec.name.c_str(), short_form ? " (short form)" : "");
+  std::printf("%-9s %-9s %-5s %-4s %5s %9s %13s %9s %9s %9s %8s %10s %8s %6s %7s\n", "mode", "cc", "share", "pfc", "loss", "done",
+              "completion_ms", "p50_slow", "p99_slow", "gbit/s", "retx", "pause_us", "pauses", "drops", "wall_s");
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    if (only >= 0 && static_cast<std::size_t>(only) != i) continue;
+    const study::StudyResult r = study::run(spec, variants[i]);
+    events += r.fabric.events;
+    hosts = r.hosts;
+    wall += r.wall_s;
+    const std::uint64_t drops = r.ports.dropped_queue_full + r.ports.dropped_loss + r.ports.dropped_link_down;
+    std::printf("%-9s %-9s %-5s %-4s %4.1f%% %9s %13.3f %9.2f %9.2f %9.1f %8llu %10.1f %8llu %6llu %7.1f\n",
+                r.variant.mode.c_str(), r.variant.cc.c_str(),
+                r.variant.mode == "metaroce" ? (r.variant.receive_share ? "on" : "off") : "-", r.variant.pfc ? "on" : "off", r.variant.loss * 100,
+                r.completed ? "yes" : "NO", static_cast<double>(r.completion_ns) / 1e6, r.p50_fct_slowdown,
+                r.p99_fct_slowdown, r.goodput_gbps, static_cast<unsigned long long>(r.retransmitted_packets),
+                static_cast<double>(r.ports.paused_ns) / 1e3, static_cast<unsigned long long>(r.ports.pauses_sent),
+                static_cast<unsigned long long>(drops), r.wall_s);
+    std::fflush(stdout);
+    // Collective completion time of each step: when its last transfer finished (ms).
+    std::string steps = "[";
+    for (std::size_t k = 0; k < r.step_end_ns.size(); ++k) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%s%.6f", k == 0 ? "" : ",", static_cast<double>(r.step_end_ns[k]) / 1e6);
+      steps += number;
+    }
+    steps += "]";
+    line.begin_array_object()
+        .add("mode", r.variant.mode)
+        .add("cc", r.variant.cc)
+        .add("pfc", r.variant.pfc)
+        .add("receive_share", r.variant.mode == "metaroce" && r.variant.receive_share)
+        .add("loss", r.variant.loss)
+        .add("completed", r.completed)
+        .add("completion_ms", static_cast<double>(r.completion_ns) / 1e6)
+        .add_raw("step_end_ms", steps)
+        .add("p50_fct_slowdown", r.p50_fct_slowdown)
+        .add("p99_fct_slowdown", r.p99_fct_slowdown)
+        .add("goodput_gbps", r.goodput_gbps)
+        .add("job_bytes", r.job_bytes)
+        .add("bytes_placed", r.bytes_placed)
+        .add("retransmitted_packets", r.retransmitted_packets)
+        .add("rto_timeouts", r.rto_timeouts)
+        .add("dropped_link_down", r.ports.dropped_link_down)
+        .add("reroutes", r.fabric.reroutes)
+        .add("pause_time_us", static_cast<double>(r.ports.paused_ns) / 1e3)
+        .add("pauses_sent", r.ports.pauses_sent)
+        .add("pauses_received", r.ports.pauses_received)
+        .add("drops_queue_full", r.ports.dropped_queue_full)
+        .add("drops_loss", r.ports.dropped_loss)
+        .add("ecn_marked", r.ports.ecn_marked)
+        .add("peak_queue_kb", static_cast<double>(r.ports.peak_queued_bytes) / 1e3)
+        .add("peak_pfc_ingress_kb", static_cast<double>(r.ports.peak_ingress_bytes) / 1e3)
+        .add("connections", r.connections)
+        .add("bytes_per_connection", r.connections ? r.connection_bytes / r.connections : 0)
+        .add("events", r.fabric.events)
+        .add("transfers", r.transfers)
+        .add("transfers_done", r.transfers_done)
+        .add("failed_completions", r.failed_completions)
+        .add("connections_in_error", r.connections_in_error)
+        .add("setup_s", r.setup_s)
+        .add("wall_s", r.wall_s)
+        .end_object();
+  }
+  line.end_array();
+  line.add("events_per_s", wall > 0 ? static_cast<double>(events) / wall : 0.0);
+  line.add("peak_rss_mb", study::peak_rss_mb());
+  // The whole process (fabric, frames, hosts, connections) per host.
+  line.add("peak_rss_per_host_kb", hosts != 0 ? study::peak_rss_mb() * 1024 / static_cast<double>(hosts) : 0.0);
+  const std::string json = std::move(line).finish();
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << json << '\n';
+    if (!out) {
+      std::cerr << "metaroce-study: cannot write " << json_path << "\n";
+      return 1;
+    }
+  }
+  std::printf("%s\n", json.c_str());
+  return 0;
+}

@@ -1,0 +1,122 @@
+// The studies' short forms, with exact checks: every byte of the job is
+// placed, counters add up (pauses sent = pauses received, frames lost on the
+// wire = the lossy runs' only drops), PFC drops nothing, and the runs are
+// deterministic (fixed seeds: exact completion times).
+#include <gtest/gtest.h>
+
+#include "study.hpp"
+
+namespace metaroce::study {
+namespace {
+
+void expect_every_byte(const StudyResult& r, bool failures = false) {
+  EXPECT_TRUE(r.completed);
+  EXPECT_EQ(r.failed_completions, 0u);
+  EXPECT_EQ(r.connections_in_error, 0u);
+  EXPECT_EQ(r.transfers_done, r.transfers);
+  EXPECT_EQ(r.bytes_placed, r.job_bytes);
+  EXPECT_EQ(r.fabric.unroutable, 0u);
+  EXPECT_EQ(r.ports.pauses_sent, r.ports.pauses_received);
+  EXPECT_EQ(r.ports.resumes_sent, r.ports.resumes_received);
+  if (!failures) {
+    EXPECT_EQ(r.ports.dropped_link_down, 0u);
+  }
+}
+
+// 16 hosts on 4 leaves and 2 spines, ring all-reduce of 1 MiB per rank:
+// 30 steps of 16 transfers of 64 KiB.
+TEST(Study, AllreduceShortFormDeliversEveryByteInEveryMode) {
+  const StudySpec spec = allreduce_128(true);
+  const std::vector<Variant> variants = allreduce_variants();
+  ASSERT_EQ(variants.size(), 8u);
+  std::vector<std::uint64_t> completion;
+  for (const Variant& v : variants) {
+    const StudyResult r = run(spec, v);
+    SCOPED_TRACE(v.mode + " " + v.cc + (v.pfc ? " pfc" : "") + (v.receive_share ? " share" : "") + " loss " +
+                 std::to_string(v.loss));
+    expect_every_byte(r);
+    EXPECT_EQ(r.job_bytes, 30u * 16u * 65536u);
+    EXPECT_EQ(r.step_end_ns.size(), 30u);
+    EXPECT_EQ(r.connections, 32u);
+    EXPECT_EQ(r.ports.dropped_queue_full, 0u);
+    if (v.loss == 0.0) {
+      EXPECT_EQ(r.ports.dropped_loss, 0u);
+      EXPECT_EQ(r.retransmitted_packets, 0u);
+    } else {
+      EXPECT_GT(r.ports.dropped_loss, 0u);
+      EXPECT_GT(r.retransmitted_packets, 0u);
+    }
+    completion.push_back(r.completion_ns);
+  }
+  // Exact, deterministic virtual times (ns). A ring has no incast: the
+  // rocev2 runs with and without PFC see no pause and are identical.
+  EXPECT_EQ(completion, (std::vector<std::uint64_t>{647'642, 484'243, 497'725, 497'725,
+                                                    205'534'340, 1'112'956, 753'938, 753'938}));
+}
+
+// k=4 fat-tree, 4 groups of 4 hosts (one per pod), 64 KiB to each peer.
+TEST(Study, AlltoallShortFormDeliversEveryByte) {
+  const StudySpec spec = alltoall_1024(true);
+  for (const Variant& v : alltoall_variants()) {
+    const StudyResult r = run(spec, v);
+    SCOPED_TRACE(v.mode);
+    expect_every_byte(r);
+    EXPECT_EQ(r.job_bytes, 16u * 3u * 65536u);
+    EXPECT_EQ(r.connections, 16u * 3u);  // one queue pair per pair of peers, both ways
+    EXPECT_EQ(r.ports.dropped_loss, 0u);
+    if (v.pfc) {
+      EXPECT_EQ(r.ports.dropped_queue_full, 0u);
+    }
+  }
+}
+
+// An incast on the leaf-spine with PFC: the receiver's port backs up, the
+// leaf pauses its senders, and every pause sent is received.
+TEST(Study, IncastWithPfcPausesAndCountersAddUp) {
+  StudySpec spec = allreduce_128(true);
+  spec.pfc_xoff_bytes = 20'000;
+  spec.pfc_xon_bytes = 10'000;
+  spec.job = [](std::uint32_t) {
+    const std::vector<std::uint32_t> senders = {1, 2, 3, 4, 5, 6, 7, 8};
+    return sim::incast(senders, 0, 256 * 1024, 2);
+  };
+  const StudyResult pfc = run(spec, Variant{"rocev2", "fixed", true, 0.0, false});
+  expect_every_byte(pfc);
+  EXPECT_EQ(pfc.job_bytes, 2u * 8u * 256u * 1024u);
+  EXPECT_GT(pfc.ports.pauses_sent, 0u);
+  EXPECT_GT(pfc.ports.paused_ns, 0u);
+  EXPECT_EQ(pfc.ports.dropped_queue_full, 0u);
+  EXPECT_EQ(pfc.step_end_ns.size(), 2u);
+  EXPECT_EQ(pfc.ports.pauses_sent, 162u);
+  // 4 MiB into one 100 Gb/s port: 335.5 us of payload, plus headers.
+  EXPECT_EQ(pfc.completion_ns, 363'047u);
+}
+
+// The short all-reduce with leaf 0's link to spine 0 failing at 100 us and
+// the routes converging 200 us later: frames sent into the dead link are
+// counted, every byte still arrives, in every mode.
+TEST(Study, LinkFailureShortFormRecoversEveryByte) {
+  const StudySpec spec = link_failure(true);
+  std::vector<std::uint64_t> completion;
+  for (const Variant& v : link_failure_variants()) {
+    const StudyResult r = run(spec, v);
+    SCOPED_TRACE(v.mode + " " + v.cc + (v.pfc ? " pfc" : "") + (v.receive_share ? " share" : ""));
+    expect_every_byte(r, true);
+    EXPECT_GT(r.ports.dropped_link_down, 0u);
+    EXPECT_EQ(r.fabric.reroutes, 1u);
+    EXPECT_GT(r.retransmitted_packets, 0u);
+    completion.push_back(r.completion_ns);
+  }
+  // metaroce with its receive share waits out the 2^25 ns timer after the
+  // failure's losses, as after random loss (doc/SIMULATOR.md).
+  EXPECT_EQ(completion, (std::vector<std::uint64_t>{1'335'899'278, 875'012, 859'216, 859'216}));
+}
+
+TEST(Study, RejectsAnUnknownModeOrCc) {
+  const StudySpec spec = allreduce_128(true);
+  EXPECT_THROW(static_cast<void>(run(spec, Variant{"iwarp", "metaroce", false, 0.0, false})), std::invalid_argument);
+  EXPECT_THROW(static_cast<void>(run(spec, Variant{"rocev2", "bbr", false, 0.0, false})), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace metaroce::study
