@@ -29,27 +29,8 @@ void add_port_options(po::options_description& d) {
                                             "16384; a preset has its own mbufs=)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
                                                     "share cores (default 0: busy poll)")
-      ("receive-capacity", po::value<std::string>(), receive_capacity_help)
-      ("secure", po::value<std::string>(), secure_help)
-      ("auth-only", auth_only_help);
-}
-
-bool read_secure_options(const po::variables_map& vm, std::string& key_file, bool& auth_only, std::string& message) {
-  auth_only = vm.count("auth-only") != 0;
-  if (!vm.count("secure")) {
-    if (auth_only) {
-      message = "--auth-only goes with --secure FILE: give the key file";
-      return false;
-    }
-    return true;
-  }
-  key_file = vm["secure"].as<std::string>();
-  secure::Psk psk;
-  if (!secure::load_psk(key_file, psk, message)) {
-    message = "--secure: " + message;
-    return false;
-  }
-  return true;
+      ("receive-capacity", po::value<std::string>(), receive_capacity_help);
+  add_secure_options(d);
 }
 
 bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal_args, metaroce::EndpointConfig& out,

@@ -12,6 +12,7 @@
 
 #include "common/command_line.hpp"
 #include "common/receive_capacity.hpp"
+#include "common/secure_options.hpp"
 #include <metaroce/endpoint.hpp>
 
 #include "secure/keys.hpp"
@@ -21,17 +22,6 @@
 namespace metaroce::apps {
 
 void add_port_options(boost::program_options::options_description& d);
-
-inline constexpr const char* secure_help =
-    "authenticate every packet and connection message with the pre-shared key in FILE (at least 32 random bytes, "
-    "readable by its owner only; the peer needs the same file): AES-256-GCM per packet, keys per connection "
-    "from X25519, payload encrypted unless --auth-only";
-inline constexpr const char* auth_only_help = "with --secure: authenticate every packet, encrypt nothing";
-
-// --secure FILE (checked: it must load) and --auth-only; false with one
-// line naming the fix.
-bool read_secure_options(const boost::program_options::variables_map& vm, std::string& key_file, bool& auth_only,
-                         std::string& message);
 
 // Fills `out` from the parsed options and the EAL arguments; false with one
 // line that names the fix when no port or no address was given.

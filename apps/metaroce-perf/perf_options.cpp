@@ -8,6 +8,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/plane_ports.hpp"
+#include "common/secure_options.hpp"
 #include "common/preset_iface.hpp"
 #include "common/receive_capacity.hpp"
 #include "fabric/spec.hpp"
@@ -108,13 +109,8 @@ po::options_description describe() {
       ("receive-capacity", po::value<std::string>(), apps::receive_capacity_help)
       ("raw", "--loopback without the transport, like perftest's raw_ethernet_bw: frames the size of each "
               "size's WRITE packet (headers, payload, ICRC) go over the same net_ring pair and the other lcore "
-              "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes")
-      ("secure", po::value<std::string>(), "authenticate every packet and connection message with the pre-shared "
-                                           "key in FILE (at least 32 random bytes, readable by its owner only; "
-                                           "the peer needs the same file): AES-256-GCM per packet, keys per "
-                                           "connection (X25519 through the connection manager; --loopback: "
-                                           "derived from FILE per pair), payload encrypted unless --auth-only")
-      ("auth-only", "with --secure: authenticate every packet, encrypt nothing");
+              "reads every byte; the loopback's ceiling on this machine. --verify checks order and bytes");
+  apps::add_secure_options(d);
   apps::add_rocev2_options(d);
   d.add_options()
       ("peer-qpn", po::value<std::string>(), "--server/--client --mode rocev2 set up by hand, without the "
@@ -599,19 +595,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       return ParseOutcome::error;
     }
   }
-  o.auth_only = vm.count("auth-only") != 0;
-  if (vm.count("secure")) {
-    o.key_file = vm["secure"].as<std::string>();
-    if (o.raw) {
-      message = "--raw sends bare frames with no transport: drop --secure";
-      return ParseOutcome::error;
-    }
-    if (!secure::load_psk(o.key_file, o.psk, message)) {
-      message = "--secure: " + message;
-      return ParseOutcome::error;
-    }
-  } else if (o.auth_only) {
-    message = "--auth-only goes with --secure FILE: give the key file";
+  if (!apps::read_secure_options(vm, o.key_file, o.auth_only, message, &o.psk)) return ParseOutcome::error;
+  if (o.raw && !o.key_file.empty()) {
+    message = "--raw sends bare frames with no transport: drop --secure";
     return ParseOutcome::error;
   }
   o.verify = vm.count("verify") != 0;

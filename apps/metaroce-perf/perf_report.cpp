@@ -60,7 +60,7 @@ double cm_setup_rate(const RunResult& run) {
 namespace {
 const char* security_line(const PerfOptions& o) {
   if (o.key_file.empty()) return "off";
-  return o.auth_only ? "AES-256-GCM tag on every packet, payload in the clear (--secure --auth-only)"
+  return o.auth_only ? "AES-256-GCM tag on every packet, payload in the clear (--secure=auth-only)"
                      : "AES-256-GCM on every packet, payload encrypted (--secure)";
 }
 }  // namespace

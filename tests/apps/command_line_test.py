@@ -64,6 +64,16 @@ MISTAKES = [
            "9000"], "metaroce-gen: --mtu 9000 is not an IB MTU: --mode rocev2 takes 256, 512, 1024, 2048 or 4096"),
     (sink, ["--port", "net_memif0", "--local-ip", "10.0.0.2", "--rnr-retry", "9"],
      "metaroce-sink: --rnr-retry 9 is out of range: give 0..7"),
+    (perf, ["--loopback", "--secure"],
+     "metaroce-perf: --secure needs --key-file FILE: a pre-shared key both ends hold (at least 32 random bytes, "
+     "readable by its owner only)"),
+    (perf, ["--loopback", "--secure=sign", "--key-file", "k"],
+     "metaroce-perf: --secure=sign: give --secure (encrypt, the default) or --secure=auth-only"),
+    (perf, ["--loopback", "--key-file", "k"],
+     "metaroce-perf: --key-file goes with --secure: add --secure (or --secure=auth-only)"),
+    (sink, ["--port", "net_memif0", "--local-ip", "10.0.0.2", "--secure", "--key-file", "/nonexistent/k"],
+     "metaroce-sink: --key-file: key file /nonexistent/k: No such file or directory (make one with: head -c 32 "
+     "/dev/urandom > FILE; chmod 600 FILE, and copy it to the peer)"),
     (gen, ["--quiet", "4"], f"metaroce-gen: unexpected argument '4': --quiet takes no value {EAL_HINT}"),
     (gen, ["--port", "net_memif0", "--local-ip", "10.0.0.1", "--sink", "10.0.0.2", "-q", "4", "-c", "4"],
      "metaroce-gen: --connections and --qps are the same option: give one"),

@@ -100,11 +100,11 @@ counter() { jq -r ".connection_b.$1" "$work/server.json" 2>/dev/null; }
 
 echo "1..5"
 count=20
-server --secure "$work/psk"
+server --secure --key-file "$work/psk"
 ip netns exec "$ns_r" /usr/bin/python3 "$attack" r1 "$mac_s0" "$count" >"$work/attack.out" 2>&1 &
 attack_pid=$!
 for i in $(seq 200); do grep -q '^ready' "$work/attack.out" 2>/dev/null && break; sleep 0.1; done
-client 256 --secure "$work/psk"
+client 256 --secure --key-file "$work/psk"
 client_status=$?
 wait "$attack_pid"
 attack_status=$?
@@ -123,15 +123,15 @@ check "every forgery counted under its name: bad tag $((2 * count)), replayed $c
   "[ '$(counter secure_bad_tag)' = $((2 * count)) ] && [ '$(counter secure_replayed)' = $count ] \
      && [ '$(counter secure_bad_spi)' = $((2 * count)) ] && [ '$(counter secure_no_trailer)' = 0 ]"
 
-server --secure "$work/psk"
+server --secure --key-file "$work/psk"
 client 1
 plain_status=$?
 kill_server
 check "a client without --secure is refused at set-up, saying why" \
   "[ $plain_status -ne 0 ] && grep -q 'the server runs --secure' '$work/client.out'"
 
-server --secure "$work/psk"
-client 1 --secure "$work/other"
+server --secure --key-file "$work/psk"
+client 1 --secure --key-file "$work/other"
 other_status=$?
 kill_server
 check "a client with another key file is refused at set-up, saying why" \

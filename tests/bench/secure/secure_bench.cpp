@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
     Figure msg_rate_mps;
   };
   std::vector<Row> rows = {{"off", "", {}, {}},
-                           {"auth", fmt::format("--secure '{}' --auth-only", key), {}, {}},
-                           {"encrypt", fmt::format("--secure '{}'", key), {}, {}}};
+                           {"auth", fmt::format("--secure=auth-only --key-file '{}'", key), {}, {}},
+                           {"encrypt", fmt::format("--secure --key-file '{}'", key), {}, {}}};
   int step = 1;
   for (Row& r : rows) {
     std::printf("%d. security %s: 1 MiB WRITEs for 3 s, then 64 B WRITEs for 3 s\n", step++, r.mode);
