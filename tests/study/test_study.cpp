@@ -50,8 +50,13 @@ TEST(Study, AllreduceShortFormDeliversEveryByteInEveryMode) {
   }
   // Exact, deterministic virtual times (ns). A ring has no incast: the
   // rocev2 runs with and without PFC see no pause and are identical.
-  EXPECT_EQ(completion, (std::vector<std::uint64_t>{649'562, 484'804, 497'725, 497'725,
-                                                    522'204'292, 1'123'030, 753'938, 753'938}));
+  EXPECT_EQ(completion, (std::vector<std::uint64_t>{486'495, 484'804, 497'725, 497'725,
+                                                    1'009'974, 1'123'030, 753'938, 753'938}));
+  // metaroce's receive share costs at most 1% of the completion time, with
+  // and without loss (it cost 34% at 0% loss and stalled at 1%, each
+  // sender alone at its receiver told its past use: doc/SIMULATOR.md).
+  EXPECT_LE(completion[0] * 100, completion[1] * 101);
+  EXPECT_LE(completion[4] * 100, completion[5] * 101);
 }
 
 // k=4 fat-tree, 4 groups of 4 hosts (one per pod), 64 KiB to each peer.
@@ -107,9 +112,7 @@ TEST(Study, LinkFailureShortFormRecoversEveryByte) {
     EXPECT_GT(r.retransmitted_packets, 0u);
     completion.push_back(r.completion_ns);
   }
-  // metaroce with its receive share waits out the 2^25 ns timer after the
-  // failure's losses, as after random loss (doc/SIMULATOR.md).
-  EXPECT_EQ(completion, (std::vector<std::uint64_t>{1'614'820'484, 716'762, 859'216, 859'216}));
+  EXPECT_EQ(completion, (std::vector<std::uint64_t>{700'381, 716'762, 859'216, 859'216}));
 }
 
 // The same failure with routing converging only after 2 ms, past the
