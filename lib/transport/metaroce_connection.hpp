@@ -191,7 +191,7 @@ class MetaroceConnection final : public Connection {
     std::uint32_t psn;
   };
   std::vector<PendingNak> pending_naks_;
-  std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
+  std::uint32_t ack_path_cursor_ = 0;  // the next ACK's lead (ack_lead) and first path block
   std::uint64_t hint_generation_ = ~std::uint64_t{0};  // receive share generation of our last hint
   bool rx_started_ = false;  // data or probes have arrived: we are someone's receiver
 
