@@ -66,37 +66,53 @@ std::size_t FairShare::active_senders(transport::Time now) const {
 }
 
 template <class F>
-void FairShare::divide(transport::Time now, F&& f) const {
+void FairShare::divide(transport::Time now, bool share_spare, F&& f) const {
   // Water-filling in one pass: light senders keep their use plus headroom,
-  // the others split what remains.
+  // the others split what remains, and never get less than an equal split
+  // of the port (max-min fairness never gives less: light senders that
+  // claim the whole port must not starve the rest down to the hint's floor).
   const double capacity = static_cast<double>(params_.capacity_bps);
   double light_total = 0;
   std::size_t heavy = 0;
+  std::size_t active_count = 0;
   for (const Sender& s : senders_) {
     if (!active(s, now)) continue;
+    ++active_count;
     if (light(s)) {
       light_total += s.measured_bps * params_.light_headroom;
     } else {
       ++heavy;
     }
   }
-  const double each = heavy == 0 ? 0 : std::max(capacity - light_total, 0.0) / static_cast<double>(heavy);
+  const double equal = active_count == 0 ? capacity : capacity / static_cast<double>(active_count);
+  const double each =
+      heavy == 0 ? 0 : std::max(std::max(capacity - light_total, 0.0) / static_cast<double>(heavy), equal);
+  // With nobody heavy, what the light senders leave is nobody's: a light
+  // sender is limited elsewhere only for now (a ring waiting for its next
+  // step, a sender recovering a loss), and when it has more to send a hint
+  // of its past use would pace it at a rate of its idle time. They split
+  // the rest, so one light sender alone is told the whole port. A front's
+  // demand (PortShare) counts only their use.
+  const std::size_t light_count = active_count - heavy;
+  const double spare = share_spare && heavy == 0 && light_count != 0
+                           ? std::max(capacity - light_total, 0.0) / static_cast<double>(light_count)
+                           : 0;
   for (const Sender& s : senders_) {
     if (!active(s, now)) continue;
     const bool l = light(s);
-    f(s.id, l ? s.measured_bps * params_.light_headroom : each, l);
+    f(s.id, l ? s.measured_bps * params_.light_headroom + spare : each, l);
   }
 }
 
 std::vector<Allocation> FairShare::allocations(transport::Time now) const {
   std::vector<Allocation> out;
-  divide(now, [&](std::uint32_t id, double bps, bool l) { out.push_back({id, bps, l}); });
+  divide(now, true, [&](std::uint32_t id, double bps, bool l) { out.push_back({id, bps, l}); });
   return out;
 }
 
 ShareDemand FairShare::demand(transport::Time now) const {
   ShareDemand d;
-  divide(now, [&](std::uint32_t, double bps, bool l) {
+  divide(now, false, [&](std::uint32_t, double bps, bool l) {
     if (l) {
       d.light_bps += bps;
     } else {
@@ -110,7 +126,7 @@ std::uint32_t FairShare::share_mbps(std::uint32_t sender, transport::Time now) {
   roll_period(now);
   ++counters_.hints;
   double share = -1;
-  divide(now, [&](std::uint32_t id, double bps, bool) {
+  divide(now, true, [&](std::uint32_t id, double bps, bool) {
     if (id == sender) share = bps;
   });
   if (share < 0) {  // not active (no packet of it within the window): the heavy senders' split
@@ -119,7 +135,8 @@ std::uint32_t FairShare::share_mbps(std::uint32_t sender, transport::Time now) {
     const std::size_t active = active_senders(now);
     share = active == 0    ? capacity
             : d.heavy == 0 ? capacity / static_cast<double>(active)
-                           : std::max(capacity - d.light_bps, 0.0) / static_cast<double>(d.heavy);
+                           : std::max(std::max(capacity - d.light_bps, 0.0) / static_cast<double>(d.heavy),
+                                      capacity / static_cast<double>(active));
   }
   const double mbps = std::max(share / 1e6, 1.0);
   find(sender).last_hint_bps = mbps * 1e6;

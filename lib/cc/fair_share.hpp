@@ -5,7 +5,9 @@
 // of the last one). Its share is max-min fair: senders that used well under
 // the share they were last given in the last measurement period (light
 // ones: limited by something else) keep what they use plus headroom, and the
-// rest of the capacity is split equally among the others. With N senders starting at once into one port
+// rest of the capacity is split equally among the others, each getting at
+// least an equal split of the port; with nobody heavy, the light senders
+// split the rest among themselves (a sender alone is told the whole port). With N senders starting at once into one port
 // the first ACK each gets already says capacity / N: incast settles in one
 // round trip instead of waiting for queues to build and marks to come back.
 //
@@ -96,7 +98,7 @@ class FairShare final : public transport::ReceiveShare {
 
   [[nodiscard]] std::size_t active_senders(transport::Time now) const;
   // Every active sender's share now (the hint it would be given), light or
-  // not. They sum to the capacity unless only light senders are active.
+  // not. They sum to the capacity unless light senders use more than it.
   [[nodiscard]] std::vector<Allocation> allocations(transport::Time now) const;
   [[nodiscard]] ShareDemand demand(transport::Time now) const;
 
@@ -127,9 +129,11 @@ class FairShare final : public transport::ReceiveShare {
     return s.measured_bps > 0 && s.hint_of_measured_period_bps > 0 &&
            s.measured_bps < params_.light_fraction * s.hint_of_measured_period_bps;
   }
-  // The share of each active sender: `f(sender, bps, light)`.
+  // The share of each active sender: `f(sender, bps, light)`. With
+  // share_spare, light senders also split what nobody heavy takes (their
+  // hints); without, a light sender's part is its use (a front's demand).
   template <class F>
-  void divide(transport::Time now, F&& f) const;
+  void divide(transport::Time now, bool share_spare, F&& f) const;
 
   FairShareParams params_;
   std::vector<Sender> senders_;  // few per host: a linear scan beats a map

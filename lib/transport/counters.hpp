@@ -17,6 +17,7 @@ namespace metaroce::transport {
   X(probes_sent, "MR_PROBE packets sent (tail-loss and failed-path probes)")                  \
   X(acks_sent, "ACK frames sent")                                                              \
   X(acks_received, "ACK frames received")                                                      \
+  X(ack_routes_moved, "paths given a new source port because an ACK they led was lost (a probe asked again for what it reported)") \
   X(rto_timeouts, "path retransmission timeouts")                                             \
   X(paths_failed, "paths declared failed and given a new UDP source port")                   \
   X(paths_recovered, "failed paths whose probe was acknowledged")                            \

@@ -93,8 +93,16 @@ class MetaroceConnection final : public Connection {
   void route(TxBatch& out, std::uint16_t plane) const noexcept {
     out.set_route(static_cast<std::uint8_t>(plane), config_.plane[plane].port);
   }
-  // The plane our ACKs leave on: the one data last came in on, if it works.
-  [[nodiscard]] std::uint16_t ack_plane() const noexcept;
+  // The plane an ACK led by a path of plane `preferred` leaves on: that
+  // one if it works, else the first that does.
+  [[nodiscard]] std::uint16_t ack_plane(std::uint16_t preferred) const noexcept;
+  // The path that leads the next ACK (its route: emit_acks): the paths in
+  // turn from ack_path_cursor_, skipping those not usable (failed, or on a
+  // failed plane); the cursor's own when none is.
+  [[nodiscard]] std::uint16_t ack_lead() const noexcept;
+  // Gives `path` a new UDP source port (another ECMP bucket) for its data
+  // and the ACKs it leads.
+  void move_path(TxPath& path);
   void on_rto(Time now, std::uint16_t path);
   void on_tail_probe(std::uint16_t path);
   void on_rnr_timer(Time now);
@@ -165,7 +173,6 @@ class MetaroceConnection final : public Connection {
     std::uint16_t next_path = 0;  // its own paths' round robin: the j-th is path plane + j x planes
   };
   std::array<Plane, max_planes> planes_{};
-  std::uint16_t last_rx_plane_ = 0;
   timer::Timer rnr_timer_;
   Time rnr_wake_ = 0;
 
@@ -184,7 +191,7 @@ class MetaroceConnection final : public Connection {
     std::uint32_t psn;
   };
   std::vector<PendingNak> pending_naks_;
-  std::uint32_t ack_path_cursor_ = 0;  // round-robin start for paths with news
+  std::uint32_t ack_path_cursor_ = 0;  // the next ACK's lead (ack_lead) and first path block
   std::uint64_t hint_generation_ = ~std::uint64_t{0};  // receive share generation of our last hint
   bool rx_started_ = false;  // data or probes have arrived: we are someone's receiver
 

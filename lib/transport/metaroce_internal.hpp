@@ -193,6 +193,10 @@ struct MetaroceConnection::RxPath {
   std::uint16_t ce_count = 0;
   std::uint32_t ts_echo = 0;
   bool news = false;  // something to report since the last ACK
+  // ACK routes (emit_acks): an ACK leads with a path and leaves from that
+  // path's source port, so it takes the route our own data on the path takes.
+  static constexpr std::uint16_t no_route = 0xffff;
+  std::uint16_t last_ack_route = no_route;  // the path that led our last ACK reporting this one
 
   [[nodiscard]] bool bit(std::uint32_t i) const noexcept { return (sack[i / 64] >> (i % 64)) & 1u; }
   void set(std::uint32_t i) noexcept { sack[i / 64] |= std::uint64_t{1} << (i % 64); }

@@ -68,7 +68,6 @@ bool MetaroceConnection::accept_path_seq(RxPath& path, std::uint32_t seq) {
 
 void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, const wire::ParsedFrame& frame) {
   RxPath& path = rx_paths_[path_id];
-  last_rx_plane_ = static_cast<std::uint16_t>(path_id % config_.planes);
   if (frame.ecn() == 3) {
     ++path.ce_count;
     ++counters_.ecn_ce_received;
@@ -105,6 +104,22 @@ void MetaroceConnection::on_probe(Time now, const wire::ParsedFrame& frame) {
   if (static_cast<std::int32_t>(frame.mr_data.path_seq - path.cum) > static_cast<std::int32_t>(max_path_jump)) {
     ++counters_.path_seq_beyond_window;
     return;
+  }
+  // A probe that follows everything sent before it on its path means the
+  // sender heard nothing of what we reported: the ACK that last reported
+  // the path was lost, most likely on a dead route. The path that led it
+  // moves to a new source port, as a sender moves a failed path: the
+  // route is most likely dead for our data on that path too. (A probe
+  // after a gap is the sender's data lost, and says nothing of our ACKs.)
+  if (frame.mr_data.path_seq == path.cum && path.last_ack_route != RxPath::no_route) {
+    TxPath& route = tx_paths_[path.last_ack_route];
+    if (usable(route)) {
+      move_path(route);
+      ++counters_.ack_routes_moved;
+      // Every path that ACK reported waits for the next one now.
+      for (std::uint16_t p = 0; p < config_.paths; ++p)
+        if (rx_paths_[p].last_ack_route == route.id) rx_paths_[p].last_ack_route = RxPath::no_route;
+    }
   }
   accept_path_seq(path, frame.mr_data.path_seq);
   ack_now_ = true;  // a probe asks for an answer now
@@ -329,11 +344,28 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
   }
 }
 
+std::uint16_t MetaroceConnection::ack_lead() const noexcept {
+  for (std::uint32_t i = 0; i < config_.paths; ++i) {
+    const auto p = static_cast<std::uint16_t>((ack_path_cursor_ + i) % config_.paths);
+    if (usable(tx_paths_[p])) return p;
+  }
+  return static_cast<std::uint16_t>(ack_path_cursor_);
+}
+
+// Every ACK leads with one of the paths, in turn, and leaves from that
+// path's source port on that path's plane: the same 5-tuple, so the same
+// ECMP route, as our own data on the path. A connection's ACKs spread over
+// as many routes as its data, and each carries the state of every path
+// with news, so an ACK route that dies costs the ACKs it carried, not the
+// paths they reported; once a probe shows it (on_probe) the path moves to
+// another route. A path of ours that has failed leads no ACK.
 void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
-  const std::uint16_t plane = ack_plane();
+  const std::uint16_t lead = ack_lead();
+  const std::uint16_t plane = ack_plane(static_cast<std::uint16_t>(lead % config_.planes));
+  const std::uint16_t src_port = tx_paths_[lead].src_port;
   route(out, plane);
   const auto emit = [&](std::uint8_t syndrome, std::uint32_t psn, std::span<const wire::MrPathAck> paths) {
-    wire::FrameSpec spec = frame_spec(config_, wire::opcode::mr_ack, config_.base_src_port, false, plane);
+    wire::FrameSpec spec = frame_spec(config_, wire::opcode::mr_ack, src_port, false, plane);
     spec.bth.psn = psn;
     spec.mr_ack.syndrome = syndrome;
     spec.mr_ack.delivered_psn =
@@ -370,13 +402,14 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
     for (std::size_t w = 0; w < 4; ++w)
       for (std::size_t byte = 0; byte < 8; ++byte) b.sack[w * 8 + byte] = static_cast<std::uint8_t>(path.sack[w] >> (8 * byte));
     path.news = false;
+    path.last_ack_route = lead;
     if (n == blocks.size()) {
       emit(wire::syndrome::ack, 0, std::span<const wire::MrPathAck>(blocks.data(), n));
       n = 0;
     }
   }
   if (n != 0 || !any) emit(wire::syndrome::ack, 0, std::span<const wire::MrPathAck>(blocks.data(), n));
-  ack_path_cursor_ = (ack_path_cursor_ + 1) % config_.paths;
+  ack_path_cursor_ = (lead + 1u) % config_.paths;
   unacked_packets_ = 0;
   ack_now_ = false;
   wheel_.cancel(ack_timer_);

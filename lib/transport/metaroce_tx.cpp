@@ -124,13 +124,7 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
     }
     path.state = PathState::failed;
     ++counters_.paths_failed;
-    ++path.stats.entropy_changes;
-    ++path.entropy_round;
-    const std::uint32_t mix = (path.id + 1u) * 2654435761u + path.entropy_round * 40503u;
-    std::uint16_t port = static_cast<std::uint16_t>(49152u + (mix >> 16) % 16384u);
-    if (port == path.src_port) port = static_cast<std::uint16_t>(49152u + (port - 49152u + 1) % 16384u);
-    path.src_port = port;
-    build_templates(path);
+    move_path(path);
     // (resolve gives the path's table back once nothing is unresolved.)
     for (std::uint32_t s = path.una; s != path.next_seq && path.seq_slot != nullptr; ++s) {
       const std::uint64_t slot = path.seq_slot[s % wire::sack_bits];
@@ -153,6 +147,16 @@ void MetaroceConnection::on_rto(Time now, std::uint16_t path_id) {
   wheel_.rearm(path.rto_timer, now + rto);
 }
 
+void MetaroceConnection::move_path(TxPath& path) {
+  ++path.stats.entropy_changes;
+  ++path.entropy_round;
+  const std::uint32_t mix = (path.id + 1u) * 2654435761u + path.entropy_round * 40503u;
+  std::uint16_t port = static_cast<std::uint16_t>(49152u + (mix >> 16) % 16384u);
+  if (port == path.src_port) port = static_cast<std::uint16_t>(49152u + (port - 49152u + 1) % 16384u);
+  path.src_port = port;
+  build_templates(path);
+}
+
 void MetaroceConnection::on_rnr_timer(Time) {
   for (std::uint64_t rel : rnr_queue_) {
     if (rel < snd_una_ || rel >= snd_next_) continue;
@@ -171,11 +175,11 @@ bool MetaroceConnection::usable(const TxPath& path) const noexcept {
   return path.state == PathState::active && planes_[path.plane].stats.state == PlaneState::active;
 }
 
-std::uint16_t MetaroceConnection::ack_plane() const noexcept {
-  if (planes_[last_rx_plane_].stats.state == PlaneState::active) return last_rx_plane_;
+std::uint16_t MetaroceConnection::ack_plane(std::uint16_t preferred) const noexcept {
+  if (planes_[preferred].stats.state == PlaneState::active) return preferred;
   for (std::uint16_t k = 0; k < config_.planes; ++k)
     if (planes_[k].stats.state == PlaneState::active) return k;
-  return last_rx_plane_;
+  return preferred;
 }
 
 void MetaroceConnection::fail_plane(Time now, std::uint16_t plane_id) {

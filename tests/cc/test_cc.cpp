@@ -156,6 +156,61 @@ TEST(FairShare, LightSendersKeepWhatTheyUseAndTheRestIsShared) {
   EXPECT_EQ(share.share_mbps(2, 10'000), (100'000 - 1250) / 2);  // the rest, split
 }
 
+// A sender alone at a port that used little of what it was told (a ring
+// rank waiting for its next chunk, a sender recovering a loss) is light,
+// but nobody else wants the port: it is told the whole port, not its past
+// use plus headroom. (Told 1.25 x its use, it was paced at the rate of its
+// idle time, used less again, and shrank to the 1 Mb/s floor: one 4 KiB
+// frame per 33.5 ms.)
+TEST(FairShare, ALightSenderAloneIsToldTheWholePort) {
+  FairShareParams p;
+  p.capacity_bps = 100'000'000'000;
+  p.measure_period = 10'000;
+  FairShare share(p);
+  share.on_arrival(1, 1250, 0);
+  EXPECT_EQ(share.share_mbps(1, 0), 100'000u);
+  share.on_arrival(1, 1, 10'000);  // rolls the period: it used 1 Gb/s of 100
+  const std::vector<Allocation> a = share.allocations(10'000);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_TRUE(a[0].light);
+  EXPECT_EQ(share.share_mbps(1, 10'000), 100'000u);
+  // A front's demand still counts only its use: the port's other fronts
+  // are not starved by a light sender's hint.
+  EXPECT_DOUBLE_EQ(share.demand(10'000).light_bps, 1.25e9);
+  // Two light senders split what they leave: each its use x 1.25 plus half
+  // the rest.
+  share.on_arrival(2, 1250, 10'000);
+  (void)share.share_mbps(2, 10'000);  // told half the port
+  share.on_arrival(1, 1249, 10'000);  // 1,250 bytes in the period with the one that rolled it
+  share.on_arrival(1, 1, 20'000);  // both used 1 Gb/s
+  share.on_arrival(2, 1, 20'000);
+  EXPECT_EQ(share.share_mbps(1, 20'000), 1'250u + (100'000u - 2 * 1'250u) / 2);
+}
+
+// Light senders told large shares in the last period can claim more than
+// the port (their use x 1.25 sums to 1.25 Gb/s of 1 Gb/s here); a heavy
+// sender still gets an equal split of the port, never the 1 Mb/s floor.
+TEST(FairShare, AHeavySenderGetsAtLeastAnEqualSplit) {
+  FairShareParams p;
+  p.capacity_bps = 1'000'000'000;
+  p.measure_period = 10'000;
+  FairShare share(p);
+  // Senders 1..4 start one after the other, each told the equal split of
+  // those active then, and each uses 48% of it.
+  const std::uint32_t bytes[] = {600, 300, 200, 150};
+  const std::uint32_t told[] = {1000, 500, 333, 250};
+  for (std::uint32_t s = 1; s <= 4; ++s) {
+    share.on_arrival(s, bytes[s - 1], 0);
+    EXPECT_EQ(share.share_mbps(s, 0), told[s - 1]);
+  }
+  share.on_arrival(5, 1000, 0);  // never told anything: heavy
+  for (std::uint32_t s = 1; s <= 5; ++s) share.on_arrival(s, 1, 10'000);
+  const ShareDemand d = share.demand(10'000);
+  EXPECT_EQ(d.heavy, 1u);
+  EXPECT_DOUBLE_EQ(d.light_bps, 1.25e9);
+  EXPECT_EQ(share.share_mbps(5, 10'000), 200u);  // 1 Gb/s / 5
+}
+
 // What the share hands out sums to its capacity: light senders keep their
 // use plus headroom, the heavy ones split exactly the rest.
 TEST(FairShare, AllocationsSumToTheCapacity) {

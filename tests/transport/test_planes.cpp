@@ -105,6 +105,7 @@ class PlaneNetwork {
   // a port or source address other than the plane's.
   std::array<std::uint64_t, transport::max_planes> data_frames{};
   std::array<std::uint64_t, transport::max_planes> data_frames_after_mark{};
+  std::array<std::uint64_t, transport::max_planes> ack_frames{};  // B's ACKs, by plane
   bool counting_after_mark = false;
   std::uint64_t misrouted = 0;
   std::vector<transport::Completion> done;
@@ -124,6 +125,13 @@ class PlaneNetwork {
       if (batch[i].port != want.port) ++misrouted;
       if (f.plane != 0 && p.ipv4().src != want.local_ipv4) ++misrouted;
       if (f.plane == 0 && p.ipv4().src != c.config().endpoints.local_ipv4) ++misrouted;
+      if (p.bth.opcode == wire::opcode::mr_ack && !to_b) {
+        // B's ACK leaves from the source port of the path it leads with,
+        // on that path's plane (no path of B moves in these runs).
+        const std::uint32_t lead = p.udp_src_port - c.config().base_src_port;
+        if (lead >= c.config().paths || lead % planes != f.plane) ++misrouted;
+        ++ack_frames[f.plane];
+      }
       if (p.bth.opcode >= wire::opcode::mr_write && p.bth.opcode <= wire::opcode::mr_send_imm) {
         if (p.mr_data.path_id % planes != f.plane) ++misrouted;
         if (to_b) {
@@ -210,6 +218,23 @@ TEST(Planes, PathsAreSprayedOverEveryPlaneThroughItsPort) {
     EXPECT_EQ(net.pair.b->counters().data_bytes_placed, 16u * 4096);
     EXPECT_EQ(net.pair.a->counters().retransmitted_packets, 0u);
   }
+}
+
+// B's ACKs take the paths in turn, each from its path's source port and on
+// its plane: as many on each plane. (The last packet of every message
+// here goes on a path of plane 1, the plane ACKs left on when they took
+// the plane of the last frame received.)
+TEST(Planes, AcksLeaveOnThePlaneOfThePathTheyLeadWith) {
+  PlaneNetwork net(planes_config(2, 8));
+  for (std::uint64_t id = 1; id <= 16; ++id) {
+    post_writes(net, 1, 4096, id);
+    ASSERT_TRUE(net.run_until_completions(id, 20'000'000));
+  }
+  expect_each_completed_once(net.done, 1, 16);
+  EXPECT_EQ(net.misrouted, 0u);
+  EXPECT_EQ(net.pair.b->counters().acks_sent, 16u);
+  EXPECT_EQ(net.ack_frames[0], 8u);
+  EXPECT_EQ(net.ack_frames[1], 8u);
 }
 
 // Windows of 12 packets on plane 0's paths and 4 on plane 1's (as a
