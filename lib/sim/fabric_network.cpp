@@ -157,6 +157,23 @@ void Fabric::repair_link(FabricLinkId link, std::uint64_t at_ns, std::uint64_t r
   schedule(std::max(at_ns, now_) + reroute_after_ns, EventKind::reroute, 0, 0);
 }
 
+void Fabric::group_ports(std::span<const FabricNodeId> ports) {
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    check_node(ports[i], "group_ports");
+    if (!is_host(ports[i]))
+      throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) + " is a switch");
+    if (nodes_[ports[i]].sibling != none)
+      throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) +
+                                  " is already a port of a multi-port host");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (ports[j] == ports[i])
+        throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) + " is given twice");
+    }
+  }
+  if (ports.size() < 2) return;
+  for (std::size_t i = 0; i < ports.size(); ++i) nodes_[ports[i]].sibling = ports[(i + 1) % ports.size()];
+}
+
 void Fabric::fail_switch(FabricNodeId sw, std::uint64_t at_ns, std::uint64_t reroute_after_ns) {
   check_node(sw, "fail_switch");
   if (is_host(sw)) throw std::invalid_argument("sim::Fabric::fail_switch: node " + std::to_string(sw) + " is a host");
@@ -537,6 +554,7 @@ void Fabric::poll_host(FabricNodeId host) {
   }
   if (poll_observer_) poll_observer_(host);
   note_wakeup(host);
+  for (std::uint32_t s = node.sibling; s != none && s != host; s = nodes_[s].sibling) note_wakeup(s);
 }
 
 bool Fabric::step(std::uint64_t limit) {

@@ -94,6 +94,12 @@ class Fabric {
   // port of the link that joins it to its switch (connect()).
   FabricNodeId add_host(Endpoint& endpoint, std::uint32_t ipv4);
   FabricNodeId add_switch(const FabricSwitchConfig& config = {});
+  // The hosts `ports` are the ports of one multi-port endpoint (such as
+  // host::MultiportSimEndpoint, one port per plane): polling any of them can
+  // give the others frames to send, so after each poll of one the others'
+  // wake-ups are read again. Throws std::invalid_argument on a switch, a
+  // repeated node or a node already in a group.
+  void group_ports(std::span<const FabricNodeId> ports);
   // A cable between two nodes, `a_to_b` and `b_to_a` its directions (the
   // egress port of each side). A host has exactly one link, to a switch.
   // Throws std::invalid_argument on a bad id, a second host link, a
@@ -208,6 +214,7 @@ class Fabric {
     std::uint32_t switch_index = none;  // among switches
     std::uint32_t tor = none;           // host: the switch it is attached to
     std::uint64_t salt = 0;             // ECMP hash salt
+    std::uint32_t sibling = none;       // next port of the same multi-port host (a ring), or none
   };
 
   void schedule(std::uint64_t time, EventKind kind, std::uint32_t a, std::uint32_t b);
