@@ -247,5 +247,103 @@ TEST(FabricPlanes, PlaneWhoseLinksAllFailIsAbandonedAndTheOtherCarriesTheRest) {
   EXPECT_EQ(s.net.now(), 873'948u);
 }
 
+// Many connections on 4 planes of 4 leaves x 4 hosts and 4 spines: each
+// of the 16 hosts writes 1 MiB to the host on the next leaf,
+// (h + 4) mod 16, every host both a sender and a receiver, ports
+// grouped per host. Every byte arrives, every plane of every sender
+// carries data, nothing is dropped.
+TEST(FabricPlanes, SixteenHostsOnFourPlanesEachWriteToTheNextLeaf) {
+  constexpr std::uint16_t planes = 4;
+  constexpr std::uint32_t hosts = 16;
+  constexpr std::size_t bytes = 1u << 20;
+  host::HostConfig hc;
+  hc.tx_budget_frames = 64;
+  std::vector<std::unique_ptr<host::MultiportSimEndpoint>> eps;
+  for (std::uint32_t h = 0; h < hosts; ++h) eps.push_back(std::make_unique<host::MultiportSimEndpoint>(planes, hc));
+  std::vector<sim::Endpoint*> ports;
+  for (std::uint16_t p = 0; p < planes; ++p) {
+    for (std::uint32_t h = 0; h < hosts; ++h) ports.push_back(&eps[h]->port(p));
+  }
+  sim::MultiplaneLeafSpineConfig mc;
+  mc.planes = planes;
+  mc.plane.leaves = 4;
+  mc.plane.spines = 4;
+  mc.plane.hosts_per_leaf = 4;
+  sim::Fabric net;
+  const sim::MultiplaneLeafSpine m = sim::multiplane_leaf_spine(net, ports, mc);
+  net.set_nic_ring(128);
+  std::vector<std::uint8_t> src(bytes, 0x5a);
+  std::vector<std::vector<std::uint8_t>> dst(hosts, std::vector<std::uint8_t>(bytes, 0));
+  std::vector<transport::Connection*> senders(hosts), receivers(hosts);
+  for (std::uint32_t s = 0; s < hosts; ++s) {
+    const std::uint32_t d = (s + 4) % hosts;
+    transport::ConnectionConfig c;
+    c.mtu = 4096;
+    c.planes = planes;
+    c.paths = 2 * planes;
+    for (std::uint16_t p = 0; p < planes; ++p) {
+      const sim::HostAddress local = sim::numbered_host_address(p * hosts + s);
+      const sim::HostAddress peer = sim::numbered_host_address(p * hosts + d);
+      c.plane[p] = transport::PlaneAddresses{};
+      c.plane[p].port = p;
+      c.plane[p].local_mac = local.mac;
+      c.plane[p].peer_mac = peer.mac;
+      c.plane[p].local_ipv4 = local.ipv4;
+      c.plane[p].peer_ipv4 = peer.ipv4;
+    }
+    c.endpoints.local_mac = c.plane[0].local_mac;
+    c.endpoints.peer_mac = c.plane[0].peer_mac;
+    c.endpoints.local_ipv4 = c.plane[0].local_ipv4;
+    c.endpoints.peer_ipv4 = c.plane[0].peer_ipv4;
+    c.local_qpn = 0x100 + s;
+    c.peer_qpn = 0x200 + d;
+    c.base_src_port = static_cast<std::uint16_t>(49152 + 64 * s);
+    transport::ConnectionConfig r = c;
+    for (auto& pa : r.plane) {
+      std::swap(pa.local_mac, pa.peer_mac);
+      std::swap(pa.local_ipv4, pa.peer_ipv4);
+    }
+    std::swap(r.endpoints.local_mac, r.endpoints.peer_mac);
+    std::swap(r.endpoints.local_ipv4, r.endpoints.peer_ipv4);
+    std::swap(r.local_qpn, r.peer_qpn);
+    r.base_src_port = static_cast<std::uint16_t>(r.base_src_port + 32);
+    senders[s] = &eps[s]->add(c);
+    receivers[d] = &eps[d]->add(r);
+    senders[s]->connect();
+    receivers[d]->connect();
+  }
+  for (std::uint32_t s = 0; s < hosts; ++s) {
+    const std::uint32_t d = (s + 4) % hosts;
+    transport::SendRequest w;
+    w.wr_id = s + 1;
+    w.local_addr = src.data();
+    w.length = bytes;
+    w.lkey = eps[s]->memory().register_region(src.data(), src.size(), transport::access_local_write);
+    w.rkey = eps[d]->memory().register_region(dst[d].data(), bytes,
+                                              transport::access_local_write | transport::access_remote_write);
+    w.remote_addr = reinterpret_cast<std::uintptr_t>(dst[d].data());
+    ASSERT_EQ(senders[s]->post_send(w), transport::PostResult::ok);
+    net.wake(m.port(0, s));
+  }
+  std::vector<transport::Completion> done;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        for (transport::Connection* c : senders) c->poll_completions(done);
+        return done.size() >= hosts;
+      },
+      50'000'000));
+  for (const transport::Completion& c : done) EXPECT_EQ(c.status, transport::CompletionStatus::success);
+  for (std::uint32_t d = 0; d < hosts; ++d) {
+    EXPECT_EQ(receivers[d]->counters().data_bytes_placed, bytes) << "host " << d;
+    EXPECT_EQ(dst[d], src) << "host " << d;
+  }
+  for (std::uint32_t s = 0; s < hosts; ++s) {
+    for (std::uint16_t p = 0; p < planes; ++p)
+      EXPECT_EQ(senders[s]->plane_info(p).data_packets, bytes / 4096 / planes) << "host " << s << " plane " << p;
+  }
+  EXPECT_EQ(net.total_port_counters().dropped_queue_full, 0u);
+  EXPECT_EQ(net.now(), 66'896u);  // the last completion
+}
+
 }  // namespace
 }  // namespace metaroce::test
