@@ -157,6 +157,23 @@ void Fabric::repair_link(FabricLinkId link, std::uint64_t at_ns, std::uint64_t r
   schedule(std::max(at_ns, now_) + reroute_after_ns, EventKind::reroute, 0, 0);
 }
 
+void Fabric::group_ports(std::span<const FabricNodeId> ports) {
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    check_node(ports[i], "group_ports");
+    if (!is_host(ports[i]))
+      throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) + " is a switch");
+    if (nodes_[ports[i]].sibling != none)
+      throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) +
+                                  " is already a port of a multi-port host");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (ports[j] == ports[i])
+        throw std::invalid_argument("sim::Fabric::group_ports: node " + std::to_string(ports[i]) + " is given twice");
+    }
+  }
+  if (ports.size() < 2) return;
+  for (std::size_t i = 0; i < ports.size(); ++i) nodes_[ports[i]].sibling = ports[(i + 1) % ports.size()];
+}
+
 void Fabric::fail_switch(FabricNodeId sw, std::uint64_t at_ns, std::uint64_t reroute_after_ns) {
   check_node(sw, "fail_switch");
   if (is_host(sw)) throw std::invalid_argument("sim::Fabric::fail_switch: node " + std::to_string(sw) + " is a host");
@@ -171,8 +188,9 @@ void Fabric::repair_switch(FabricNodeId sw, std::uint64_t at_ns, std::uint64_t r
 
 void Fabric::drop_queued(std::uint32_t port) {
   Port& p = ports_[port];
-  for (std::deque<std::uint32_t>& q : p.queue) {
-    for (std::uint32_t packet : q) {
+  for (std::deque<Queued>& q : p.queue) {
+    for (const auto [packet, size] : q) {
+      (void)size;
       ++p.counters.dropped_link_down;
       release_ingress(packet);
       free_packet(packet);
@@ -253,6 +271,40 @@ std::uint32_t Fabric::host_of_ipv4(std::uint32_t ipv4) const {
 
 void Fabric::schedule(std::uint64_t time, EventKind kind, std::uint32_t a, std::uint32_t b) {
   events_.push(Event{time, seq_++, kind, a, b});
+  counters_.peak_pending_events = std::max<std::uint64_t>(counters_.peak_pending_events, events_.size());
+}
+
+void Fabric::EventHeap::push(const Event& e) {
+  std::size_t i = heap_.size();
+  heap_.push_back(e);
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!(heap_[parent] > e)) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+void Fabric::EventHeap::pop() {
+  const Event last = heap_.back();
+  heap_.pop_back();
+  const std::size_t n = heap_.size();
+  if (n == 0) return;
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t first = 4 * i + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t end = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < end; ++c) {
+      if (heap_[best] > heap_[c]) best = c;
+    }
+    if (!(last > heap_[best])) break;
+    heap_[i] = heap_[best];
+    i = best;
+  }
+  heap_[i] = last;
 }
 
 std::uint32_t Fabric::new_packet() {
@@ -262,6 +314,7 @@ std::uint32_t Fabric::new_packet() {
     return id;
   }
   packets_.emplace_back();
+  counters_.peak_frames = packets_.size();  // the pool only grows when every frame is in use
   return static_cast<std::uint32_t>(packets_.size() - 1);
 }
 
@@ -323,7 +376,7 @@ void Fabric::enqueue(std::uint32_t port, std::uint32_t packet) {
   p.queued_bytes += bytes;
   ++p.queued_frames;
   p.counters.peak_queued_bytes = std::max(p.counters.peak_queued_bytes, p.queued_bytes);
-  p.queue[pk.priority].push_back(packet);
+  p.queue[pk.priority].push_back(Queued{packet, static_cast<std::uint32_t>(pk.bytes.size())});
   start_tx(port);
 }
 
@@ -332,9 +385,9 @@ void Fabric::start_tx(std::uint32_t port) {
   if (p.busy || !p.up) return;
   for (std::size_t q = pfc_priorities; q-- > 0;) {  // strict priority, highest first
     if (p.queue[q].empty() || ((p.paused >> q) & 1u)) continue;
-    const std::uint32_t packet = p.queue[q].front();
+    const auto [packet, size] = p.queue[q].front();
     p.queue[q].pop_front();
-    const std::uint64_t bytes = packets_[packet].bytes.size() + p.config.overhead_bytes;
+    const std::uint64_t bytes = std::uint64_t{size} + p.config.overhead_bytes;
     p.busy_until_ps = std::max(p.busy_until_ps, now_ * 1000) + serialisation_ps(bytes, p.config.rate_bps);
     p.busy = true;
     schedule((p.busy_until_ps + 999) / 1000, EventKind::tx_done, port, packet);
@@ -537,6 +590,7 @@ void Fabric::poll_host(FabricNodeId host) {
   }
   if (poll_observer_) poll_observer_(host);
   note_wakeup(host);
+  for (std::uint32_t s = node.sibling; s != none && s != host; s = nodes_[s].sibling) note_wakeup(s);
 }
 
 bool Fabric::step(std::uint64_t limit) {
@@ -580,10 +634,11 @@ bool Fabric::step(std::uint64_t limit) {
   // Polls, in id order; a host that asks to be woken now is polled again.
   std::uint64_t polls = 0;
   while (!due_.empty()) {
-    std::vector<FabricNodeId> due;
-    due.swap(due_);
-    std::sort(due.begin(), due.end());
-    for (FabricNodeId host : due) {
+    // Both vectors keep their capacity: no allocation per instant.
+    due_now_.swap(due_);
+    due_.clear();
+    std::sort(due_now_.begin(), due_now_.end());
+    for (FabricNodeId host : due_now_) {
       if (++polls > max_polls_per_instant)
         throw std::runtime_error("sim::Fabric: more than " + std::to_string(max_polls_per_instant) +
                                  " polls at t=" + std::to_string(now_) +

@@ -16,22 +16,25 @@ void add_hosts(Fabric& net, std::span<Endpoint* const> hosts, std::vector<Fabric
 }
 }  // namespace
 
-LeafSpine leaf_spine(Fabric& net, std::span<Endpoint* const> hosts, const LeafSpineConfig& config) {
+namespace {
+void check_leaf_spine(std::size_t hosts, const LeafSpineConfig& config) {
   if (config.leaves == 0 || config.spines == 0 || config.hosts_per_leaf == 0)
     throw std::invalid_argument("sim::leaf_spine: leaves, spines and hosts per leaf must be at least 1");
-  if (hosts.size() != std::size_t{config.leaves} * config.hosts_per_leaf)
-    throw std::invalid_argument("sim::leaf_spine: " + std::to_string(hosts.size()) + " endpoints for " +
+  if (hosts != std::size_t{config.leaves} * config.hosts_per_leaf)
+    throw std::invalid_argument("sim::leaf_spine: " + std::to_string(hosts) + " endpoints for " +
                                 std::to_string(config.leaves) + " leaves of " +
                                 std::to_string(config.hosts_per_leaf) + " hosts");
   if (!(config.oversubscription > 0.0))
     throw std::invalid_argument("sim::leaf_spine: the oversubscription must be above 0");
+}
+
+// The switches and links of one leaf-spine over hosts already added.
+void build_leaf_spine(Fabric& net, LeafSpine& t, const LeafSpineConfig& config) {
   FabricLinkConfig spine_link = config.spine_link;
   if (spine_link.rate_bps == 0)
     spine_link.rate_bps = static_cast<std::uint64_t>(
         std::llround(static_cast<double>(config.host_link.rate_bps) * config.hosts_per_leaf /
                      (config.spines * config.oversubscription)));
-  LeafSpine t;
-  add_hosts(net, hosts, t.hosts);
   for (std::uint32_t l = 0; l < config.leaves; ++l) t.leaves.push_back(net.add_switch(config.switch_config));
   for (std::uint32_t s = 0; s < config.spines; ++s) t.spines.push_back(net.add_switch(config.switch_config));
   for (std::size_t i = 0; i < t.hosts.size(); ++i)
@@ -42,7 +45,69 @@ LeafSpine leaf_spine(Fabric& net, std::span<Endpoint* const> hosts, const LeafSp
     for (std::uint32_t s = 0; s < config.spines; ++s)
       t.uplinks[l].push_back(net.connect(t.leaves[l], t.spines[s], spine_link, spine_link, config.seed));
   }
+}
+
+template <class L, class S>
+void for_plane(const LeafSpine& plane, PlaneFailure what, const L& f_link, const S& f_switch) {
+  if (what == PlaneFailure::switches) {
+    for (FabricNodeId sw : plane.leaves) f_switch(sw);
+    for (FabricNodeId sw : plane.spines) f_switch(sw);
+    return;
+  }
+  for (FabricLinkId link : plane.host_links) f_link(link);
+  for (const std::vector<FabricLinkId>& row : plane.uplinks) {
+    for (FabricLinkId link : row) f_link(link);
+  }
+}
+}  // namespace
+
+LeafSpine leaf_spine(Fabric& net, std::span<Endpoint* const> hosts, const LeafSpineConfig& config) {
+  check_leaf_spine(hosts.size(), config);
+  LeafSpine t;
+  add_hosts(net, hosts, t.hosts);
+  build_leaf_spine(net, t, config);
   return t;
+}
+
+MultiplaneLeafSpine multiplane_leaf_spine(Fabric& net, std::span<Endpoint* const> ports,
+                                          const MultiplaneLeafSpineConfig& config) {
+  if (config.planes == 0) throw std::invalid_argument("sim::multiplane_leaf_spine: at least one plane");
+  const std::size_t hosts = std::size_t{config.plane.leaves} * config.plane.hosts_per_leaf;
+  if (ports.size() != hosts * config.planes)
+    throw std::invalid_argument("sim::multiplane_leaf_spine: " + std::to_string(ports.size()) + " ports for " +
+                                std::to_string(config.planes) + " planes of " + std::to_string(hosts) + " hosts");
+  check_leaf_spine(hosts, config.plane);
+  MultiplaneLeafSpine m;
+  m.hosts = static_cast<std::uint32_t>(hosts);
+  std::vector<FabricNodeId> all;
+  add_hosts(net, ports, all);
+  m.planes.resize(config.planes);
+  for (std::uint32_t p = 0; p < config.planes; ++p) {
+    LeafSpine& t = m.planes[p];
+    t.hosts.assign(all.begin() + static_cast<std::ptrdiff_t>(p * hosts),
+                   all.begin() + static_cast<std::ptrdiff_t>((p + 1) * hosts));
+    build_leaf_spine(net, t, config.plane);
+  }
+  std::vector<FabricNodeId> group(config.planes);
+  for (std::size_t h = 0; h < hosts; ++h) {
+    for (std::uint32_t p = 0; p < config.planes; ++p) group[p] = m.planes[p].hosts[h];
+    net.group_ports(group);
+  }
+  return m;
+}
+
+void fail_fabric_plane(Fabric& net, const LeafSpine& plane, std::uint64_t at_ns, std::uint64_t reroute_after_ns,
+                       PlaneFailure what) {
+  for_plane(
+      plane, what, [&](FabricLinkId link) { net.fail_link(link, at_ns, reroute_after_ns); },
+      [&](FabricNodeId sw) { net.fail_switch(sw, at_ns, reroute_after_ns); });
+}
+
+void repair_fabric_plane(Fabric& net, const LeafSpine& plane, std::uint64_t at_ns, std::uint64_t reroute_after_ns,
+                         PlaneFailure what) {
+  for_plane(
+      plane, what, [&](FabricLinkId link) { net.repair_link(link, at_ns, reroute_after_ns); },
+      [&](FabricNodeId sw) { net.repair_switch(sw, at_ns, reroute_after_ns); });
 }
 
 FatTree fat_tree(Fabric& net, std::span<Endpoint* const> hosts, const FatTreeConfig& config) {

@@ -38,6 +38,46 @@ struct LeafSpine {
 // leaves * hosts_per_leaf or the oversubscription is not positive.
 LeafSpine leaf_spine(Fabric& net, std::span<Endpoint* const> hosts, const LeafSpineConfig& config);
 
+// The multiplane variant: `planes` parallel leaf-spine fabrics of the same
+// shape, each host with one NIC port on every plane (the ports of a
+// host::MultiportSimEndpoint). The ports are added first, plane by plane:
+// host h's port on plane p is node p * hosts + h, with address
+// numbered_host_address(p * hosts + h), so a connection's plane p
+// addresses are those of its two hosts' plane-p ports. Each plane is then
+// a LeafSpine of its own (its switches after the previous plane's), with
+// the ECMP salts and loss streams of its own switches and ports.
+struct MultiplaneLeafSpineConfig {
+  std::uint32_t planes = 2;
+  LeafSpineConfig plane{};  // the shape of every plane
+};
+
+struct MultiplaneLeafSpine {
+  std::uint32_t hosts = 0;         // per plane
+  std::vector<LeafSpine> planes;   // planes[p].hosts[h]: host h's port on plane p
+
+  [[nodiscard]] FabricNodeId port(std::uint32_t plane, std::uint32_t host) const { return planes.at(plane).hosts.at(host); }
+};
+
+// `ports` plane by plane: ports[p * hosts + h] is host h's port on plane p
+// (hosts = leaves * hosts_per_leaf). Groups each host's ports
+// (Fabric::group_ports). Throws std::invalid_argument when the fabric is
+// not empty, planes is 0 or the port count is not planes * hosts.
+MultiplaneLeafSpine multiplane_leaf_spine(Fabric& net, std::span<Endpoint* const> ports,
+                                          const MultiplaneLeafSpineConfig& config);
+
+// A whole plane fails at `at_ns` (and is repaired): every link of it, host
+// links and leaf-spine links (PlaneFailure::links), or every switch of it
+// (PlaneFailure::switches; a failed switch takes its links down, so on the
+// wire the two are the same, the switch form also failing links added to
+// the plane's switches by hand). Routes converge `reroute_after_ns` later.
+// The hosts are not told: their ports' links simply stop delivering, as
+// a failure past the first switch is for a NIC.
+enum class PlaneFailure : std::uint8_t { links, switches };
+void fail_fabric_plane(Fabric& net, const LeafSpine& plane, std::uint64_t at_ns, std::uint64_t reroute_after_ns = 0,
+                       PlaneFailure what = PlaneFailure::switches);
+void repair_fabric_plane(Fabric& net, const LeafSpine& plane, std::uint64_t at_ns, std::uint64_t reroute_after_ns = 0,
+                         PlaneFailure what = PlaneFailure::switches);
+
 struct FatTreeConfig {
   std::uint32_t k = 4;              // ports per switch, even: k^3/4 hosts, 5k^2/4 switches
   FabricLinkConfig host_link{};     // both directions of every host link

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <string>
 
+#include <sys/resource.h>
+
 #include "common/json_line.hpp"
 #include "study.hpp"
 
@@ -127,6 +129,8 @@ int main(int argc, char** argv) {
         .add("connections", r.connections)
         .add("bytes_per_connection", r.connections ? r.connection_bytes / r.connections : 0)
         .add("events", r.fabric.events)
+        .add("peak_pending_events", r.fabric.peak_pending_events)
+        .add("peak_frames", r.fabric.peak_frames)
         .add("transfers", r.transfers)
         .add("transfers_done", r.transfers_done)
         .add("failed_completions", r.failed_completions)
@@ -137,6 +141,13 @@ int main(int argc, char** argv) {
   }
   line.end_array();
   line.add("events_per_s", wall > 0 ? static_cast<double>(events) / wall : 0.0);
+  // CPU time: steadier than wall time on a machine shared with other jobs.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  line.add("cpu_s", cpu);
+  line.add("events_per_cpu_s", cpu > 0 ? static_cast<double>(events) / cpu : 0.0);
   line.add("peak_rss_mb", study::peak_rss_mb());
   // The whole process (fabric, frames, hosts, connections) per host.
   line.add("peak_rss_per_host_kb", hosts != 0 ? study::peak_rss_mb() * 1024 / static_cast<double>(hosts) : 0.0);
