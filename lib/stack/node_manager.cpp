@@ -11,18 +11,46 @@ cm::ManagerConfig with_queues(cm::ManagerConfig config, std::uint16_t lcores) {
 }
 }  // namespace
 
-NodeManager::NodeManager(engine::Node& node, cm::ManagerConfig config, Factory factory, Created on_created)
+NodeManager::NodeManager(engine::Node& node, cm::ManagerConfig config, Factory factory, Created on_created,
+                         Removed on_removed)
     : node_(node),
       manager_(with_queues(std::move(config), node.lcores())),
       factory_(std::move(factory)),
-      on_created_(std::move(on_created)) {
+      on_created_(std::move(on_created)),
+      on_removed_(std::move(on_removed)) {
   node_.host(node_.config().management_lcore)
       .set_management_handler([this](std::uint64_t now, const wire::ParsedFrame& frame) { manager_.on_frame(now, frame); });
 }
 
 NodeManagerCounters NodeManager::counters() const noexcept {
   return {handed_.load(std::memory_order_relaxed), created_here_.load(std::memory_order_relaxed),
-          refused_.load(std::memory_order_relaxed)};
+          refused_.load(std::memory_order_relaxed), removed_.load(std::memory_order_relaxed)};
+}
+
+bool NodeManager::remove_on_owner(std::uint32_t qpn) {
+  const std::uint16_t owner = node_.owner_of(qpn);
+  auto remove = [this, qpn, owner](engine::EngineHost& host) {
+    transport::Connection* c = host.connection(qpn);
+    if (c == nullptr) return;
+    if (on_removed_) on_removed_(owner, host, *c);
+    if (host.remove_connection(qpn)) removed_.fetch_add(1, std::memory_order_relaxed);
+  };
+  if (owner == node_.config().management_lcore) {
+    remove(node_.host(owner));
+    return true;
+  }
+  if (node_.post(owner, std::move(remove))) return true;
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool NodeManager::disconnect(std::uint64_t id, std::vector<std::uint8_t> private_data, std::string& error) {
+  return manager_.disconnect(node_.host(node_.config().management_lcore).now_ns(), id, std::move(private_data), error);
+}
+
+std::uint32_t NodeManager::qpn_of(std::uint64_t id) const {
+  const auto at = client_qpns_.find(id);
+  return at == client_qpns_.end() ? 0 : at->second;
 }
 
 bool NodeManager::hand_to_owner(const transport::ConnectionConfig& config) {
@@ -68,11 +96,36 @@ std::size_t NodeManager::turn() {
   frames_.clear();
   manager_.poll(host.now_ns(), frames_);
   for (const auto& f : frames_) host.send_frame(f);
+  // Removals a full ring refused last turn, in their order.
+  std::vector<std::pair<std::uint32_t, bool>> waiting;
+  waiting.swap(removals_waiting_);
+  for (const auto& [qpn, server] : waiting) {
+    if (!remove_on_owner(qpn)) {
+      removals_waiting_.emplace_back(qpn, server);
+    } else if (server) {
+      manager_.forget(qpn);
+    }
+  }
   const std::size_t first = events_.size();
   manager_.take_events(events_);
   for (std::size_t i = first; i < events_.size(); ++i) {
     cm::Event& ev = events_[i];
+    if (ev.kind == cm::EventKind::disconnected || ev.kind == cm::EventKind::superseded) {
+      // Server: the id is the local QPN, forgotten once its removal is
+      // queued (the owner runs it before any later creation with that QPN,
+      // which the same owner would get). Client: the QPN it was given.
+      const bool server = client_qpns_.find(ev.id) == client_qpns_.end();
+      const std::uint32_t qpn = server ? static_cast<std::uint32_t>(ev.id) : client_qpns_[ev.id];
+      if (!server) client_qpns_.erase(ev.id);
+      if (!remove_on_owner(qpn)) {
+        removals_waiting_.emplace_back(qpn, server);
+      } else if (server) {
+        manager_.forget(qpn);
+      }
+      continue;
+    }
     if (ev.kind != cm::EventKind::established) continue;
+    client_qpns_[ev.id] = ev.config.local_qpn;
     if (hand_to_owner(ev.config)) continue;
     ev.kind = cm::EventKind::failed;
     ev.error = fmt::format("lcore {}'s command ring is full: the connection (QP {:#x}) was not created; raise the "
