@@ -87,6 +87,10 @@ class Generator {
   }
 
   GenResult run();
+  // Several lanes: run() leaves its endpoint open; the caller destroys the
+  // lanes' one after another once every lane stopped (the last stops the
+  // port they share).
+  std::unique_ptr<metaroce::Endpoint> take_endpoint() { return std::move(e_); }
 
  private:
   bool connect_all();
@@ -530,7 +534,7 @@ GenResult Generator::run() {
   // Let the last answers out before the port stops.
   for (int i = 0; i < 100; ++i) e_->poll();
   r_.endpoint = e_->counters();
-  e_.reset();
+  if (lanes_ == 1) e_.reset();
   LaneResult lane;
   lane.lcore = lane_;
   lane.connections = lives_.size();
@@ -666,9 +670,10 @@ GenResult run_gen(const GenOptions& options, std::FILE* progress) {
     threads.emplace_back([&, k] {
       Generator g(options, k == 0 ? progress : nullptr, k, options.lcores, all.run, std::move(lanes[k]));
       results[k] = g.run();
+      lanes[k] = g.take_endpoint();
     });
   for (auto& t : threads) t.join();
-  lanes.clear();
+  for (auto& lane : lanes) lane.reset();  // one after another
   for (GenResult& r : results) {
     if (all.error.empty() && !r.error.empty()) all.error = r.error;
     for (ConnectionResult& c : r.connections) all.connections.push_back(std::move(c));

@@ -64,6 +64,9 @@ class Sink {
       : o_(o), progress_(progress), e_(std::move(e)), lane_(lane), lanes_(lanes),
         runs_(runs != nullptr ? runs : &own_runs_) {}
   SinkResult run();
+  // Several lanes: run() leaves its endpoint open; the caller destroys the
+  // lanes' one after another once every lane stopped.
+  std::unique_ptr<metaroce::Endpoint> take_endpoint() { return std::move(e_); }
 
  private:
   metaroce::Verdict accept(const metaroce::IncomingRequest& request, metaroce::Connection& connection,
@@ -320,7 +323,7 @@ SinkResult Sink::run() {
     sessions_.erase(it);
   }
   r_.endpoint = e_->counters();
-  e_.reset();
+  if (lanes_ == 1) e_.reset();
   {
     const std::lock_guard<std::mutex> lock(runs_->mutex);
     r_.runs_completed = runs_->completed;
@@ -388,9 +391,10 @@ SinkResult run_sink(const SinkOptions& options, std::FILE* progress) {
     threads.emplace_back([&, k] {
       Sink s(options, k == 0 ? progress : nullptr, k, options.lcores, &runs, std::move(lanes[k]));
       results[k] = s.run();
+      lanes[k] = s.take_endpoint();
     });
   for (auto& t : threads) t.join();
-  lanes.clear();
+  for (auto& lane : lanes) lane.reset();  // one after another
   for (SinkResult& r : results) {
     if (all.error.empty() && !r.error.empty()) all.error = r.error;
     for (SessionResult& x : r.sessions) all.sessions.push_back(std::move(x));
