@@ -29,6 +29,10 @@ void add_port_options(po::options_description& d) {
                                             "16384; a preset has its own mbufs=)")
       ("idle-sleep-us", po::value<std::uint32_t>(), "sleep this long when a turn found nothing to do, so processes "
                                                     "share cores (default 0: busy poll)")
+      ("lcores", po::value<std::uint16_t>(), "lcores on the port, 1..16 (default 1): a thread each, driving queue "
+                                             "k of a port of as many queues with its own host and connection "
+                                             "manager; connections spread evenly; lane k meets the peer's lane k, "
+                                             "so give both ends the same; net_memif and net_ring only, one plane")
       ("receive-capacity", po::value<std::string>(), receive_capacity_help);
   add_secure_options(d);
 }
@@ -72,6 +76,10 @@ bool read_port_options(const po::variables_map& vm, std::vector<std::string> eal
     return false;
   }
   return true;
+}
+
+bool read_lcores(const po::variables_map& vm, std::uint16_t& lcores, std::string& message) {
+  return read_in_range<std::uint16_t>(vm, "lcores", 1, max_port_lcores, lcores, message);
 }
 
 bool check_address_family(const char* option, const std::string& text, const std::string& local_ip,

@@ -28,6 +28,11 @@ void add_port_options(boost::program_options::options_description& d);
 bool read_port_options(const boost::program_options::variables_map& vm, std::vector<std::string> eal_args,
                        metaroce::EndpointConfig& out, std::string& message);
 
+// --lcores into `lcores` when given (1..max_port_lcores); false with one
+// line naming the fix.
+inline constexpr std::uint16_t max_port_lcores = 16;
+bool read_lcores(const boost::program_options::variables_map& vm, std::uint16_t& lcores, std::string& message);
+
 // `text` (the value of `option`) is an IP address of local_ip's family;
 // false with one line naming the fix otherwise.
 bool check_address_family(const char* option, const std::string& text, const std::string& local_ip,

@@ -131,7 +131,8 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
   // message completes (and its buffer takes the next message) would
   // otherwise leave with the next message's bytes and fail its ICRC.
   o.port.zero_copy_threshold = 65535;
-  if (!read_port_options(vm, std::move(eal_args), o.port, message)) return ParseOutcome::error;
+  if (!read_port_options(vm, std::move(eal_args), o.port, message) || !read_lcores(vm, o.lcores, message))
+    return ParseOutcome::error;
   if (!vm.count("sink")) {
     message = "give the sink's address: --sink ADDR (A.B.C.D, or IPv6)";
     return ParseOutcome::error;
@@ -168,6 +169,12 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
       !positive(vm, "drain-timeout", 3600.0, o.drain_timeout_s, message))
     return ParseOutcome::error;
   o.port.max_connections = o.connections;
+  if (o.lcores > o.connections) {
+    message = fmt::format("--lcores {} with --connections {}: lcore {} would carry no connection; give --connections "
+                          "{} at least",
+                          o.lcores, o.connections, o.connections, o.lcores);
+    return ParseOutcome::error;
+  }
   if (vm.count("iters") && vm.count("duration")) {
     message = "--iters and --duration exclude each other: give one";
     return ParseOutcome::error;

@@ -21,6 +21,7 @@ struct GenOptions {
   std::string sink_address;  // --sink ADDR (IPv4 or IPv6, the family of --local-ip)
   std::string gateway;       // --gateway ADDR: the router towards the sink when it is not on this link
   std::string peer_mac;      // --peer-mac: the next hop's MAC (empty: asked for by ARP or ND)
+  std::uint16_t lcores = 1;  // --lcores: lanes on the port, a thread each; connection i on lane i % lcores
   std::uint32_t connections = 1;
   std::uint16_t paths = 4;
   std::uint16_t streams = 1;

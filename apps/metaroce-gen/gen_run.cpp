@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -68,7 +69,13 @@ struct Live {
 
 class Generator {
  public:
-  Generator(const GenOptions& o, std::FILE* progress) : o_(o), progress_(progress), arrivals_random_(o.seed, ~0ull) {
+  // Lane `lane` of `lanes` (--lcores) on endpoint `e` (nullptr: run() opens
+  // one): connections lane, lane + lanes, .. of run `run` (0: a new one),
+  // pacing at its share of the rate.
+  Generator(const GenOptions& o, std::FILE* progress, std::uint16_t lane = 0, std::uint16_t lanes = 1,
+            std::uint64_t run = 0, std::unique_ptr<metaroce::Endpoint> e = nullptr)
+      : o_(o), progress_(progress), e_(std::move(e)), lane_(lane), lanes_(lanes), run_id_(run),
+        arrivals_random_(o.seed, ~0ull - lane) {
     const std::uint32_t per_stream = (o.tx_depth + o.streams - 1) / o.streams;
     layout_.streams = o.streams;
     layout_.write_slots = 2 * per_stream + 4;
@@ -77,10 +84,14 @@ class Generator {
     mix_total_ = o.mix[0] + o.mix[1] + o.mix[2] + o.mix[3];
     const double interval_msgs = o.msg_rate > 0 ? 1e9 / o.msg_rate : 0.0;
     const double interval_bytes = o.gbps > 0 ? o.sizes.mean() * 8.0 / o.gbps : 0.0;
-    mean_arrival_ns_ = std::max(interval_msgs, interval_bytes);
+    mean_arrival_ns_ = std::max(interval_msgs, interval_bytes) * lanes;
   }
 
   GenResult run();
+  // Several lanes: run() leaves its endpoint open; the caller destroys the
+  // lanes' one after another once every lane stopped (the last stops the
+  // port they share).
+  std::unique_ptr<metaroce::Endpoint> take_endpoint() { return std::move(e_); }
 
  private:
   bool connect_all();
@@ -109,6 +120,8 @@ class Generator {
   const GenOptions& o_;
   std::FILE* progress_;
   std::unique_ptr<metaroce::Endpoint> e_;
+  std::uint16_t lane_ = 0, lanes_ = 1;
+  std::uint64_t run_id_ = 0;
   GenResult r_;
   traffic::PlannerLayout layout_;
   std::vector<Live> lives_;
@@ -128,7 +141,7 @@ bool Generator::on_established(Live& l) {
   traffic::Target target;
   if (!traffic::decode(l.connection->peer_private_data(), target)) {
     r_.error = fmt::format("the reply to connection {} carried no buffer address: is a metaroce-sink listening at {}?",
-                           &l - lives_.data(), o_.sink_address);
+                           l.result.index, o_.sink_address);
     return false;
   }
   l.result.qpn = l.connection->qpn();
@@ -139,14 +152,14 @@ bool Generator::on_established(Live& l) {
   l.read_slots = target.read_slots;
   if (o_.mix[static_cast<std::size_t>(traffic::Op::read)] > 0 && l.read_slots == 0) {
     r_.error = fmt::format("connection {}: the sink offers no region to read: drop read from --mix",
-                           &l - lives_.data());
+                           l.result.index);
     return false;
   }
   l.local.assign(std::uint64_t{o_.tx_depth} * layout_.slot_bytes, 0);
   std::string error;
   l.memory = e_->register_memory(l.local.data(), l.local.size(), metaroce::access_local_write, error);
   if (!l.memory.valid()) {
-    r_.error = fmt::format("connection {}: {}", &l - lives_.data(), error);
+    r_.error = fmt::format("connection {}: {}", l.result.index, error);
     return false;
   }
   l.in_flight.resize(o_.tx_depth);
@@ -158,7 +171,7 @@ bool Generator::on_established(Live& l) {
 
 bool Generator::connect_all() {
   std::random_device device;
-  r_.run = (std::uint64_t{device()} << 32 | device()) | 1;
+  r_.run = run_id_ != 0 ? run_id_ : (std::uint64_t{device()} << 32 | device()) | 1;
   metaroce::ConnectOptions request;
   request.mode = o_.mode;
   request.mtu = o_.port.mtu;
@@ -169,15 +182,18 @@ bool Generator::connect_all() {
   request.peer_mac = o_.peer_mac;
   request.congestion = o_.cc.empty() ? "none" : o_.cc;
   if (o_.mode == "rocev2") set_rocev2_timers(o_.rocev2, request);
-  lives_.resize(o_.connections);
-  std::vector<metaroce::ConnectOptions> requests(o_.connections, request);
-  for (std::uint32_t i = 0; i < o_.connections; ++i) {
-    Live& l = lives_[i];
+  // This lane's: connections lane_, lane_ + lanes_, ..
+  const std::uint32_t mine = (o_.connections - lane_ + lanes_ - 1) / lanes_;
+  lives_.resize(mine);
+  std::vector<metaroce::ConnectOptions> requests(mine, request);
+  for (std::uint32_t j = 0; j < mine; ++j) {
+    const std::uint32_t i = lane_ + j * lanes_;
+    Live& l = lives_[j];
     l.random = fabric::Random(o_.seed, i);
     l.result.index = i;
     // Each connection its own UDP source ports, so that connections spread
     // over a fabric's ECMP paths as they would over a network.
-    requests[i].first_src_port = static_cast<std::uint16_t>(49152 + (std::uint64_t{i} * o_.paths) % (16384 - 64));
+    requests[j].first_src_port = static_cast<std::uint16_t>(49152 + (std::uint64_t{i} * o_.paths) % (16384 - 64));
     traffic::Offer offer;
     offer.run = r_.run;
     offer.connection = i;
@@ -185,16 +201,16 @@ bool Generator::connect_all() {
     offer.write_slots = layout_.write_slots;
     offer.receives = layout_.receives;
     offer.slot_bytes = layout_.slot_bytes;
-    requests[i].private_data = traffic::encode(offer);
+    requests[j].private_data = traffic::encode(offer);
   }
   const std::vector<metaroce::Connection*> made = e_->connect_all(o_.sink_address, requests, r_.error);
   if (made.empty()) {
     if (stop_requested()) r_.error = "interrupted while connecting";
     return false;
   }
-  for (std::uint32_t i = 0; i < o_.connections; ++i) {
-    lives_[i].connection = made[i];
-    if (!on_established(lives_[i])) return false;
+  for (std::uint32_t j = 0; j < mine; ++j) {
+    lives_[j].connection = made[j];
+    if (!on_established(lives_[j])) return false;
   }
   return true;
 }
@@ -274,7 +290,7 @@ bool Generator::post_read(Live& l, std::uint32_t buffer, std::uint64_t now) {
 }
 
 void Generator::arrivals(std::uint64_t now) {
-  const std::uint64_t cap = o_.duration_s > 0 ? ~std::uint64_t{0} : o_.iterations * o_.connections;
+  const std::uint64_t cap = o_.duration_s > 0 ? ~std::uint64_t{0} : o_.iterations * lives_.size();
   while (now >= next_arrival_ns_ && arrivals_made_ < cap) {
     Live& l = lives_[arrivals_made_ % lives_.size()];
     l.backlog.push_back(next_arrival_ns_);
@@ -352,8 +368,9 @@ void Generator::after_post(Live& l, std::uint64_t now) {
   l.has_pending = false;
   if (first_post_ns_ == 0) first_post_ns_ = now;
   if (!o_.open_loop && (o_.gbps > 0 || o_.msg_rate > 0)) {
-    const double bytes_ns = o_.gbps > 0 ? double(l.pending_size) * 8.0 / o_.gbps : 0.0;
-    const double msgs_ns = o_.msg_rate > 0 ? 1e9 / o_.msg_rate : 0.0;
+    // This lane's share of the rate.
+    const double bytes_ns = o_.gbps > 0 ? double(l.pending_size) * 8.0 * lanes_ / o_.gbps : 0.0;
+    const double msgs_ns = o_.msg_rate > 0 ? 1e9 * lanes_ / o_.msg_rate : 0.0;
     next_post_ns_ = std::max(next_post_ns_, now - std::min(now, pacing_burst_ns)) +
                     static_cast<std::uint64_t>(std::max(bytes_ns, msgs_ns));
   }
@@ -364,7 +381,7 @@ bool Generator::posting_done(std::uint64_t now) const {
   if (o_.duration_s > 0) return now >= end_ns_;
   for (const Live& l : lives_) {
     if (l.broken) continue;
-    if (o_.open_loop ? (arrivals_made_ < o_.iterations * o_.connections || !l.backlog.empty() || l.has_pending)
+    if (o_.open_loop ? (arrivals_made_ < o_.iterations * lives_.size() || !l.backlog.empty() || l.has_pending)
                      : l.posted() < o_.iterations)
       return false;
   }
@@ -372,7 +389,8 @@ bool Generator::posting_done(std::uint64_t now) const {
 }
 
 void Generator::print_progress(std::uint64_t now) {
-  if (progress_ == nullptr || o_.quiet || now - last_progress_ns_ < second_ns) return;
+  // Several lanes: no lane sees all the connections; the summary counts them.
+  if (progress_ == nullptr || o_.quiet || lanes_ > 1 || now - last_progress_ns_ < second_ns) return;
   std::uint64_t posted = 0, completed = 0, bytes = 0, outstanding = 0, retransmitted = 0, backlog = 0;
   for (const Live& l : lives_) {
     posted += l.posted();
@@ -426,7 +444,7 @@ void Generator::close_all() {
 }
 
 GenResult Generator::run() {
-  e_ = metaroce::Endpoint::open(o_.port, r_.error);
+  if (!e_) e_ = metaroce::Endpoint::open(o_.port, r_.error);
   if (!e_) return r_;
   r_.counters = e_->counters()[2];  // every connection counter by name, all 0
   catch_stop_signals();
@@ -462,8 +480,9 @@ GenResult Generator::run() {
   const std::uint64_t connecting_ns = monotonic_ns();
   if (!connect_all()) return r_;
   if (progress_ != nullptr && !o_.quiet) {
-    std::fprintf(progress_, " %u connections established in %.2f s\n", o_.connections,
-                 double(monotonic_ns() - connecting_ns) / 1e9);
+    std::fprintf(progress_, " %zu connections established in %.2f s%s\n", lives_.size(),
+                 double(monotonic_ns() - connecting_ns) / 1e9,
+                 lanes_ > 1 ? fmt::format(" on lcore {}", lane_).c_str() : "");
     std::fflush(progress_);
   }
 
@@ -505,8 +524,9 @@ GenResult Generator::run() {
   const std::uint64_t closing_ns = monotonic_ns();
   close_all();
   if (progress_ != nullptr && !o_.quiet) {
-    std::fprintf(progress_, " %u connections closed in %.2f s\n", o_.connections,
-                 double(monotonic_ns() - closing_ns) / 1e9);
+    std::fprintf(progress_, " %zu connections closed in %.2f s%s\n", lives_.size(),
+                 double(monotonic_ns() - closing_ns) / 1e9,
+                 lanes_ > 1 ? fmt::format(" on lcore {}", lane_).c_str() : "");
     std::fflush(progress_);
   }
   for (Live& l : lives_) {
@@ -518,7 +538,15 @@ GenResult Generator::run() {
   // Let the last answers out before the port stops.
   for (int i = 0; i < 100; ++i) e_->poll();
   r_.endpoint = e_->counters();
-  e_.reset();
+  if (lanes_ == 1) e_.reset();
+  LaneResult lane;
+  lane.lcore = lane_;
+  lane.connections = lives_.size();
+  for (const ConnectionResult& c : r_.connections) lane.messages += c.posted;
+  lane.data_packets = r_.counters.get("data_packets_sent");
+  lane.rx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_frames");
+  lane.rx_misdirected = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_misdirected");
+  r_.lanes.push_back(lane);
   return r_;
 }
 
@@ -630,8 +658,44 @@ bool GenResult::ok() const noexcept {
 }
 
 GenResult run_gen(const GenOptions& options, std::FILE* progress) {
-  Generator g(options, progress);
-  return g.run();
+  if (options.lcores <= 1) {
+    Generator g(options, progress);
+    return g.run();
+  }
+  GenResult all;
+  std::vector<std::unique_ptr<metaroce::Endpoint>> lanes =
+      metaroce::Endpoint::open_lanes(options.port, options.lcores, all.error);
+  if (lanes.empty()) return all;
+  std::random_device device;
+  all.run = (std::uint64_t{device()} << 32 | device()) | 1;  // one run, its connections over every lane
+  std::vector<GenResult> results(lanes.size());
+  std::vector<std::thread> threads;
+  for (std::uint16_t k = 0; k < lanes.size(); ++k)
+    threads.emplace_back([&, k] {
+      Generator g(options, k == 0 ? progress : nullptr, k, options.lcores, all.run, std::move(lanes[k]));
+      results[k] = g.run();
+      lanes[k] = g.take_endpoint();
+    });
+  for (auto& t : threads) t.join();
+  for (auto& lane : lanes) lane.reset();  // one after another
+  for (GenResult& r : results) {
+    if (all.error.empty() && !r.error.empty()) all.error = r.error;
+    for (ConnectionResult& c : r.connections) all.connections.push_back(std::move(c));
+    all.seconds = std::max(all.seconds, r.seconds);
+    all.interrupted = all.interrupted || r.interrupted;
+    all.arrivals_unsent += r.arrivals_unsent;
+    all.max_backlog += r.max_backlog;
+    if (all.endpoint.empty()) {
+      all.endpoint = r.endpoint;
+    } else {
+      for (std::size_t g = 0; g < std::min(all.endpoint.size(), r.endpoint.size()); ++g) all.endpoint[g].add(r.endpoint[g]);
+    }
+    if (all.counters.counters.empty()) all.counters = r.counters; else all.counters.add(r.counters);
+    for (const LaneResult& l : r.lanes) all.lanes.push_back(l);
+  }
+  std::sort(all.connections.begin(), all.connections.end(),
+            [](const ConnectionResult& a, const ConnectionResult& b) { return a.index < b.index; });
+  return all;
 }
 
 std::string gen_json(const GenOptions& o, const GenResult& r) {
@@ -667,6 +731,19 @@ std::string gen_json(const GenOptions& o, const GenResult& r) {
     add_figures(j, c);
     j.add("sink_reported", c.sink_reported);
     j.add("problem", c.problem);
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("lcores");
+  for (const LaneResult& l : r.lanes) {
+    j.begin_array_object();
+    j.add("side", "sender");
+    j.add("lcore", unsigned{l.lcore});
+    j.add("connections", l.connections);
+    j.add("messages", l.messages);
+    j.add("data_packets", l.data_packets);
+    j.add("rx_frames", l.rx_frames);
+    j.add("rx_misdirected", l.rx_misdirected);
     j.end_object();
   }
   j.end_array();

@@ -43,6 +43,13 @@ struct ConnectionResult {
   metaroce::CounterGroup counters;
 };
 
+// One lcore's share (--lcores): its connections, the messages they posted,
+// their first transmissions, the frames its queue received.
+struct LaneResult {
+  std::uint16_t lcore = 0;
+  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
+};
+
 struct GenResult {
   std::string error;  // the run could not start (port, EAL, connections)
   std::uint64_t run = 0;
@@ -53,6 +60,7 @@ struct GenResult {
   std::uint64_t max_backlog = 0;      // open loop: most arrivals waiting at once
   std::vector<metaroce::CounterGroup> endpoint;  // the endpoint's at the end: host, cm, connection
   metaroce::CounterGroup counters;               // summed over the connections
+  std::vector<LaneResult> lanes;                 // one per lcore
 
   // Every message completed here and the sink verified every one: no wrong
   // byte, nothing missing, no duplicate; every READ completed and every

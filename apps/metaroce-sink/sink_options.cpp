@@ -56,7 +56,8 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   o.port.name = "sink";
   o.port.mtu = 9000;
   o.port.max_connections = max_sink_connections;
-  if (!read_port_options(vm, std::move(eal_args), o.port, message)) return ParseOutcome::error;
+  if (!read_port_options(vm, std::move(eal_args), o.port, message) || !read_lcores(vm, o.lcores, message))
+    return ParseOutcome::error;
   if (!read_in_range<std::uint32_t>(vm, "runs", 0, 1'000'000, o.runs, message) ||
       !read_in_range<double>(vm, "duration", 0.001, 31'536'000.0, o.duration_s, message) ||
       !read_in_range<std::uint64_t>(vm, "memory-mb", 1, std::uint64_t{1} << 24, o.memory_mb, message) ||

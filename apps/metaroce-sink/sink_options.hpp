@@ -14,6 +14,7 @@ namespace metaroce::apps::sink {
 
 struct SinkOptions {
   metaroce::EndpointConfig port;  // --preset/--iface or --port, --local-ip, --idle-sleep-us
+  std::uint16_t lcores = 1;   // --lcores: lanes on the port, a thread each
   std::uint32_t runs = 1;     // exit once this many generator runs closed all their connections; 0: never
   double duration_s = 0.0;    // exit after this long whatever happens; 0: no limit
   Rocev2Options rocev2;  // its rocev2 connections: --pkey (also in port.pkey) and its own IBTA timers

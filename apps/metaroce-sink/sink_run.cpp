@@ -1,8 +1,11 @@
 #include "metaroce-sink/sink_run.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -44,10 +47,27 @@ struct Session {
   }
 };
 
+// The generator runs the sink has seen closed, shared by its lanes
+// (--lcores): a run's connections spread over them.
+struct Runs {
+  std::mutex mutex;
+  std::map<std::uint64_t, std::uint32_t> closed;  // connections closed, by run
+  std::uint32_t completed = 0;
+  std::atomic<std::uint64_t> finish_at{~std::uint64_t{0}};
+};
+
 class Sink {
  public:
-  Sink(const SinkOptions& o, std::FILE* progress) : o_(o), progress_(progress) {}
+  // Lane `lane` of `lanes` on endpoint `e` (nullptr: run() opens one),
+  // counting runs in `runs` (nullptr: its own).
+  Sink(const SinkOptions& o, std::FILE* progress, std::uint16_t lane = 0, std::uint16_t lanes = 1,
+       Runs* runs = nullptr, std::unique_ptr<metaroce::Endpoint> e = nullptr)
+      : o_(o), progress_(progress), e_(std::move(e)), lane_(lane), lanes_(lanes),
+        runs_(runs != nullptr ? runs : &own_runs_) {}
   SinkResult run();
+  // Several lanes: run() leaves its endpoint open; the caller destroys the
+  // lanes' one after another once every lane stopped.
+  std::unique_ptr<metaroce::Endpoint> take_endpoint() { return std::move(e_); }
 
  private:
   metaroce::Verdict accept(const metaroce::IncomingRequest& request, metaroce::Connection& connection,
@@ -63,12 +83,13 @@ class Sink {
   const SinkOptions& o_;
   std::FILE* progress_;
   std::unique_ptr<metaroce::Endpoint> e_;
+  std::uint16_t lane_ = 0, lanes_ = 1;
+  Runs own_runs_;
+  Runs* runs_;
   SinkResult r_;
   std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;  // by local QPN
-  std::map<std::uint64_t, std::uint32_t> closed_per_run_;
   std::uint64_t memory_in_use_ = 0;
   std::uint64_t start_ns_ = 0, last_progress_ns_ = 0, progress_bytes_ = 0, progress_messages_ = 0;
-  std::uint64_t finish_at_ = ~std::uint64_t{0};
   // Totals of the closed sessions, for progress lines.
   std::uint64_t closed_bytes_ = 0, closed_messages_ = 0;
 };
@@ -91,7 +112,7 @@ metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroc
   const std::uint64_t read_bytes = std::uint64_t{traffic::read_slots} * offer.slot_bytes;
   const std::uint64_t bytes = traffic::ConnectionVerifier::write_region_bytes(layout) +
                               traffic::ConnectionVerifier::receive_region_bytes(layout) + read_bytes;
-  if (memory_in_use_ + bytes > o_.memory_mb << 20) {
+  if (memory_in_use_ + bytes > (o_.memory_mb << 20) / lanes_) {  // each lane its share
     ++r_.refused;
     if (progress_ != nullptr)
       std::fprintf(progress_, " refused connection %u of run %016llx: it needs %llu MiB, %llu of %llu MiB in use "
@@ -180,9 +201,10 @@ void Sink::on_peer_close(metaroce::Connection& connection, bool superseded) {
   const std::uint32_t of = s.offer.connections;
   close(s, true);
   sessions_.erase(it);
-  if (++closed_per_run_[run] == of) {
-    ++r_.runs_completed;
-    if (o_.runs != 0 && r_.runs_completed >= o_.runs) finish_at_ = monotonic_ns() + linger_ns;
+  const std::lock_guard<std::mutex> lock(runs_->mutex);
+  if (++runs_->closed[run] == of) {
+    ++runs_->completed;
+    if (o_.runs != 0 && runs_->completed >= o_.runs) runs_->finish_at = monotonic_ns() + linger_ns;
   }
 }
 
@@ -235,7 +257,8 @@ void Sink::forget(Session& s) {
 }
 
 void Sink::print_progress(std::uint64_t now) {
-  if (progress_ == nullptr || o_.quiet || now - last_progress_ns_ < second_ns) return;
+  // Several lanes: no lane sees all the connections; the summary counts them.
+  if (progress_ == nullptr || o_.quiet || lanes_ > 1 || now - last_progress_ns_ < second_ns) return;
   std::uint64_t bytes = closed_bytes_, messages = closed_messages_, wrong = 0, missing = 0, duplicates = 0;
   for (const auto& [qpn, s] : sessions_) {
     const traffic::VerifierTotals& t = s->verifier->totals();
@@ -267,7 +290,7 @@ void Sink::print_progress(std::uint64_t now) {
 }
 
 SinkResult Sink::run() {
-  e_ = metaroce::Endpoint::open(o_.port, r_.error);
+  if (!e_) e_ = metaroce::Endpoint::open(o_.port, r_.error);
   if (!e_) return r_;
   r_.counters = e_->counters()[2];  // every connection counter by name, all 0
   catch_stop_signals();
@@ -278,8 +301,9 @@ SinkResult Sink::run() {
              listening);
   e_->set_peer_close_handler([this](metaroce::Connection& c, bool superseded) { on_peer_close(c, superseded); });
   if (progress_ != nullptr) {
-    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, address %s): waiting for metaroce-gen; %s\n",
+    std::fprintf(progress_, " metaroce-sink on %s (MAC %s, address %s%s): waiting for metaroce-gen; %s\n",
                  e_->port_name().c_str(), e_->mac().c_str(), o_.port.local_ip.c_str(),
+                 lanes_ > 1 ? fmt::format(", {} lcores", lanes_).c_str() : "",
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
     std::fprintf(progress_, " GID: %s\n rocev2 connections: %s\n", gid_text(o_.port.local_ip).c_str(),
                  rocev2_summary(o_.rocev2).c_str());
@@ -293,7 +317,7 @@ SinkResult Sink::run() {
     const std::size_t work = e_->poll();
     const std::uint64_t now = monotonic_ns();
     print_progress(now);
-    if (now >= finish_at_ || now >= end_ns) break;
+    if (now >= runs_->finish_at.load(std::memory_order_relaxed) || now >= end_ns) break;
     e_->idle(work);
   }
   r_.interrupted = stop_requested();
@@ -304,7 +328,19 @@ SinkResult Sink::run() {
     sessions_.erase(it);
   }
   r_.endpoint = e_->counters();
-  e_.reset();
+  if (lanes_ == 1) e_.reset();
+  {
+    const std::lock_guard<std::mutex> lock(runs_->mutex);
+    r_.runs_completed = runs_->completed;
+  }
+  LaneResult lane;
+  lane.lcore = lane_;
+  lane.connections = r_.sessions.size();
+  for (const SessionResult& s : r_.sessions) lane.messages += s.totals.verified;
+  lane.data_packets = r_.counters.get("data_packets_received");
+  lane.rx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_frames");
+  lane.rx_misdirected = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_misdirected");
+  r_.lanes.push_back(lane);
   return r_;
 }
 
@@ -345,8 +381,43 @@ bool SinkResult::ok() const noexcept {
 }
 
 SinkResult run_sink(const SinkOptions& options, std::FILE* progress) {
-  Sink s(options, progress);
-  return s.run();
+  if (options.lcores <= 1) {
+    Sink s(options, progress);
+    return s.run();
+  }
+  SinkResult all;
+  std::vector<std::unique_ptr<metaroce::Endpoint>> lanes =
+      metaroce::Endpoint::open_lanes(options.port, options.lcores, all.error);
+  if (lanes.empty()) return all;
+  Runs runs;
+  std::vector<SinkResult> results(lanes.size());
+  std::vector<std::thread> threads;
+  for (std::uint16_t k = 0; k < lanes.size(); ++k)
+    threads.emplace_back([&, k] {
+      Sink s(options, k == 0 ? progress : nullptr, k, options.lcores, &runs, std::move(lanes[k]));
+      results[k] = s.run();
+      lanes[k] = s.take_endpoint();
+    });
+  for (auto& t : threads) t.join();
+  for (auto& lane : lanes) lane.reset();  // one after another
+  for (SinkResult& r : results) {
+    if (all.error.empty() && !r.error.empty()) all.error = r.error;
+    for (SessionResult& x : r.sessions) all.sessions.push_back(std::move(x));
+    all.refused += r.refused;
+    all.interrupted = all.interrupted || r.interrupted;
+    all.runs_completed = std::max(all.runs_completed, r.runs_completed);
+    if (all.endpoint.empty()) {
+      all.endpoint = r.endpoint;
+    } else {
+      for (std::size_t g = 0; g < std::min(all.endpoint.size(), r.endpoint.size()); ++g) all.endpoint[g].add(r.endpoint[g]);
+    }
+    if (all.counters.counters.empty()) all.counters = r.counters; else all.counters.add(r.counters);
+    for (const LaneResult& l : r.lanes) all.lanes.push_back(l);
+  }
+  std::sort(all.sessions.begin(), all.sessions.end(), [](const SessionResult& a, const SessionResult& b) {
+    return a.run != b.run ? a.run < b.run : a.connection < b.connection;
+  });
+  return all;
 }
 
 std::string sink_json(const SinkOptions& o, const SinkResult& r) {
@@ -404,6 +475,19 @@ std::string sink_json(const SinkOptions& o, const SinkResult& r) {
     j.add("gen_completed", s.gen.completed);
     j.add("gen_failed", s.gen.failed);
     j.add("problem", s.problem);
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("lcores");
+  for (const LaneResult& l : r.lanes) {
+    j.begin_array_object();
+    j.add("side", "receiver");
+    j.add("lcore", unsigned{l.lcore});
+    j.add("connections", l.connections);
+    j.add("messages", l.messages);
+    j.add("data_packets", l.data_packets);
+    j.add("rx_frames", l.rx_frames);
+    j.add("rx_misdirected", l.rx_misdirected);
     j.end_object();
   }
   j.end_array();

@@ -36,6 +36,13 @@ struct SessionResult {
   [[nodiscard]] bool ok() const noexcept;
 };
 
+// One lcore's share (--lcores): its connections, the messages it verified,
+// the data packets they placed, the frames its queue received.
+struct LaneResult {
+  std::uint16_t lcore = 0;
+  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
+};
+
 struct SinkResult {
   std::string error;  // the sink could not start
   std::vector<SessionResult> sessions;
@@ -44,6 +51,7 @@ struct SinkResult {
   bool interrupted = false;
   std::vector<metaroce::CounterGroup> endpoint;  // the endpoint's at the end: host, cm, connection
   metaroce::CounterGroup counters;               // the sessions' connections', summed
+  std::vector<LaneResult> lanes;                 // one per lcore
 
   [[nodiscard]] bool ok() const noexcept;
 };

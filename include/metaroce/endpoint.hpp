@@ -186,6 +186,15 @@ class Endpoint {
   // Starts EAL (the first time in a process), opens and starts the port,
   // waits for its link. nullptr with a one-line `error` that names the fix.
   static std::unique_ptr<Endpoint> open(const EndpointConfig& config, std::string& error);
+  // Several lcores on one port: `lanes` endpoints on a port of as many
+  // queues, endpoint k driving queue k with its own host, connection manager
+  // and telemetry, each turned by one thread of its own (never two). Lane k
+  // meets the peer's lane k (a peer of as many lanes): only drivers whose
+  // transmit queue k is the peer's receive queue k (net_memif, net_ring),
+  // one port (no more_planes). Destroy them after their threads stopped.
+  // Empty with a one-line `error` that names the fix.
+  static std::vector<std::unique_ptr<Endpoint>> open_lanes(const EndpointConfig& config, std::uint16_t lanes,
+                                                           std::string& error);
   // Turns once more, so that answers due (a disconnect reply) leave.
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;

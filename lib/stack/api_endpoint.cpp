@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/eal.hpp"
+#include "engine/node.hpp"
 #include "stack/api_internal.hpp"
 #include "stack/endpoint.hpp"
 
@@ -125,6 +126,7 @@ struct Endpoint::Impl final : ConnectionOwner {
     stack::set_peer(request.connection.endpoints, hop);
     request.cc = o.congestion == "none" ? "" : o.congestion;
     request.private_data = o.private_data;
+    request.queue = endpoint.queue;  // a lane's connections live on its queue
     return true;
   }
 
@@ -159,8 +161,10 @@ Endpoint::~Endpoint() {
   impl_->connections.clear();     // the public connections go before the host's
 }
 
-std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
-  stack::EndpointConfig c;
+namespace {
+// The library's endpoint settings for the public ones; false and `error`
+// for a setting that cannot be.
+bool stack_config(const EndpointConfig& config, stack::EndpointConfig& c, std::string& error) {
   c.program = config.program;
   c.host_name = config.name;
   c.zero_copy_threshold = config.zero_copy_threshold;
@@ -173,7 +177,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
     if (plane.preset.empty() != config.preset.empty() || plane.port.empty() != config.port.empty()) {
       error = "give every further plane's port as the first one's: EndpointConfig::PlanePort::preset with a preset, "
               "PlanePort::port with a port";
-      return nullptr;
+      return false;
     }
     c.more_planes.push_back({plane.preset, plane.iface, plane.port, plane.local_ip});
   }
@@ -194,20 +198,67 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::stri
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
             "arguments that create it";
-    return nullptr;
+    return false;
   }
   wire::IpAddress ip;
   if (!wire::parse_ip(c.local_ip, ip)) {
     error = fmt::format("local address '{}' is not an IP address: give A.B.C.D, or an IPv6 address such as "
                         "fd00::1", c.local_ip);
-    return nullptr;
+    return false;
   }
+  return true;
+}
+}  // namespace
+
+std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& config, std::string& error) {
+  stack::EndpointConfig c;
+  if (!stack_config(config, c, error)) return nullptr;
   if (!engine::eal_started() && !stack::start_eal(c, error)) return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->connect_timeout_s = config.connect_timeout_s;
   impl->pkey = config.pkey;
   if (!stack::open_endpoint(c, impl->endpoint, error)) return nullptr;
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));  // requests are refused until listen()
+}
+
+std::vector<std::unique_ptr<Endpoint>> Endpoint::open_lanes(const EndpointConfig& config, std::uint16_t lanes,
+                                                            std::string& error) {
+  std::vector<std::unique_ptr<Endpoint>> out;
+  stack::EndpointConfig c;
+  if (!stack_config(config, c, error)) return out;
+  if (lanes < 1 || lanes > engine::max_node_lcores) {
+    error = fmt::format("{} lcores: give 1..{}", lanes, engine::max_node_lcores);
+    return out;
+  }
+  if (lanes > 1 && !c.more_planes.empty()) {
+    error = fmt::format("{} lcores with {} planes: the lcores share one port; give one port (one --port or "
+                        "--preset) or one lcore",
+                        lanes, 1 + c.more_planes.size());
+    return out;
+  }
+  if (!engine::eal_started() && !stack::start_eal(c, error)) return out;
+  c.queues = lanes;
+  for (std::uint16_t k = 0; k < lanes; ++k) {
+    c.queue = k;
+    c.shared_port = k == 0 ? nullptr : out[0]->impl_->endpoint.port;
+    if (lanes > 1) c.host_name = fmt::format("{}.{}", config.name, k);
+    auto impl = std::make_unique<Impl>();
+    impl->connect_timeout_s = config.connect_timeout_s;
+    if (!stack::open_endpoint(c, impl->endpoint, error)) {
+      out.clear();
+      return out;
+    }
+    const std::string& driver = impl->endpoint.port->driver();
+    if (lanes > 1 && driver != "net_memif" && driver != "net_ring") {
+      error = fmt::format("{} lcores on {} ({}): the lcores need a driver whose transmit queue k is the peer's "
+                          "receive queue k (net_memif, net_ring); give one lcore on this port",
+                          lanes, impl->endpoint.port->name(), driver);
+      out.clear();
+      return out;
+    }
+    out.push_back(std::unique_ptr<Endpoint>(new Endpoint(std::move(impl))));
+  }
+  return out;
 }
 
 MemoryRegion Endpoint::register_memory(void* addr, std::size_t length, std::uint32_t access, std::string& error) {

@@ -150,7 +150,7 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
 Endpoint::~Endpoint() {
   telemetry.reset();  // it reads the host: unregistered first
   host.reset();       // connections and tx mbufs before the port stops
-  if (port) {
+  if (port && port.use_count() == 1) {  // the last lane of the port
     port->wait_for_memif_peer_departure();
     port->stop();
   }
@@ -193,26 +193,29 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   engine::PortSetup setup;
   engine::EngineHostConfig host_config;
   std::string device = o.port_name;
+  const bool own_port = o.shared_port == nullptr;
   if (!o.preset_path.empty()) {
     engine::DriverPreset preset;
     if (!load_remote_preset(o, preset, error)) return false;
     setup = engine::port_setup(preset);
     device = engine::is_vdev(preset.port.driver) ? fmt::format("{}0", engine::to_string(preset.port.driver))
                                                  : preset.port.pci;
-    e.port = engine::Port::open(device, setup, error);
+    if (o.queues > 1) setup.queues = o.queues;
+    e.port = own_port ? std::shared_ptr<engine::Port>(engine::Port::open(device, setup, error)) : o.shared_port;
     if (!e.port) return false;
     host_config = engine::host_config(preset, e.port->multi_segment_tx());
   } else {
     setup.mtu = std::max<std::uint32_t>(o.mtu + headers_budget, 1500);
     setup.mbufs = o.mbufs;
-    e.port = engine::Port::open(device, setup, error);
+    setup.queues = o.queues;
+    e.port = own_port ? std::shared_ptr<engine::Port>(engine::Port::open(device, setup, error)) : o.shared_port;
     if (!e.port) return false;
     host_config.multi_segment_tx = e.port->multi_segment_tx();
     host_config.tx_mbufs = o.mbufs;
     if (o.zero_copy_threshold != 0) host_config.zero_copy_threshold = o.zero_copy_threshold;
     host_config.tx_data_room = engine::data_room_for_mtu(setup.mtu);
   }
-  if (!e.port->start(error) || !wait_for_link(*e.port, error)) return false;
+  if (own_port && (!e.port->start(error) || !wait_for_link(*e.port, error))) return false;
   // Planes 1..: a port each, sized as its preset says (or as plane 0's
   // with --port), a queue of the same host.
   std::uint32_t port_mtu = setup.mtu;
@@ -239,7 +242,9 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   }
   host_config.name = o.host_name;
   host_config.port_id = e.port->id();
-  host_config.queue = 0;
+  host_config.queue = o.queue;
+  host_config.queues = std::max<std::uint16_t>(o.queues, 1);
+  e.queue = o.queue;
   host_config.idle_sleep_us = o.idle_sleep_us;
   host_config.max_connections = o.max_connections;
   e.idle_sleep_us = o.idle_sleep_us;
@@ -305,6 +310,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
     cm_config.max_mtu -= static_cast<std::uint32_t>(secure::trailer_bytes);
   }
   cm_config.pkey = o.pkey;
+  cm_config.queues = std::max<std::uint16_t>(o.queues, 1);
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });

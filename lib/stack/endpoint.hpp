@@ -68,6 +68,13 @@ struct EndpointConfig {
   // The P_Key of rocev2 connections (cm::ManagerConfig::pkey): the
   // partition, the same at both ends.
   std::uint16_t pkey = 0xffff;
+  // Lanes of one port (metaroce::Endpoint::open_lanes): this endpoint drives queue `queue` of
+  // the port's `queues` with a host and a connection manager of its own
+  // (client QPNs drawn on its queue); `shared_port` is the port another
+  // lane opened (nullptr: this one opens it, with `queues` queues).
+  std::uint16_t queues = 1;
+  std::uint16_t queue = 0;
+  std::shared_ptr<engine::Port> shared_port;
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
@@ -90,7 +97,8 @@ bool start_eal(const EndpointConfig& options, std::string& error);
 // on the process's telemetry socket, EAL file prefix <program>-<pid>), all
 // on this lcore.
 struct Endpoint {
-  std::unique_ptr<engine::Port> port;
+  std::shared_ptr<engine::Port> port;  // shared by the lanes of one port (the last one stops it)
+  std::uint16_t queue = 0;             // the port's queue this endpoint drives
   std::vector<std::unique_ptr<engine::Port>> more_ports;  // planes 1.. (EndpointConfig::more_planes)
   std::unique_ptr<engine::EngineHost> host;
   std::unique_ptr<cm::Manager> cm;
