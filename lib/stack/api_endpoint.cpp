@@ -193,7 +193,7 @@ bool stack_config(const EndpointConfig& config, stack::EndpointConfig& c, std::s
   if ((c.pkey & 0x7fff) == 0) {
     error = fmt::format("P_Key {:#06x} is invalid (its low 15 bits must not be 0): give 0xffff, the default "
                         "partition, or the peer's", c.pkey);
-    return nullptr;
+    return false;
   }
   if (c.preset_path.empty() == c.port_name.empty()) {
     error = "give a port: EndpointConfig::preset (a drivers-config file) or EndpointConfig::port with the EAL "
