@@ -456,6 +456,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
       }
     }
     if (reason == RejectReason::none) reason = accept_(c, m, reply_private);
+    if (reason == RejectReason::memory_limit) ++counters_.memory_refusals;
     if (reply_private.size() > max_private_data) reason = RejectReason::refused;
   }
   Accepted entry;

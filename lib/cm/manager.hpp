@@ -80,7 +80,8 @@ using transport::Time;
   X(key_agreement_failures, "connections refused: the peer's X25519 key was unusable or OpenSSL failed") \
   X(address_challenges_sent, "REQs that would replace a live connection, answered with a cookie to echo (REJ prove_address)") \
   X(bad_cookies, "REQs that would replace a live connection dropped: the cookie they echo is not ours") \
-  X(address_proofs_sent, "client: REQs sent again with the server's cookie, to replace our old connection there")
+  X(address_proofs_sent, "client: REQs sent again with the server's cookie, to replace our old connection there") \
+  X(memory_refusals, "REQs refused: the connection would commit more memory than the server allows (REJ memory_limit)")
 
 struct Counters {
 #define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;

@@ -74,6 +74,9 @@ std::string_view to_string(RejectReason r) noexcept {
     case RejectReason::unsupported_version: return "the server speaks another CM protocol version";
     case RejectReason::bad_parameters: return "the server refused the parameters (mode, MTU, paths, streams or CC)";
     case RejectReason::refused: return "the server application refused the connection";
+    case RejectReason::memory_limit:
+      return "the connection would need more memory than the server allows (its --max-connection-memory): ask "
+             "for smaller or fewer messages, or raise that limit on the server";
     case RejectReason::prove_address:
       return "the server asked for proof of the client's address before replacing its live connection";
   }

@@ -64,6 +64,7 @@ enum class RejectReason : std::uint8_t {
   // it receives what is sent to that address. Not an error: the client's
   // manager answers it by itself.
   prove_address = 9,
+  memory_limit = 10,  // the connection would commit more memory than the server allows
 };
 
 [[nodiscard]] std::string_view to_string(MessageType t) noexcept;

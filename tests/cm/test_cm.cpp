@@ -344,6 +344,27 @@ TEST(Cm, ApplicationAndResourceRefusalsReachTheClient) {
   EXPECT_EQ(v.client_events[0].kind, EventKind::established);
 }
 
+// A server application that refuses a request for more memory than it
+// allows (metaroce-perf --server, metaroce-sink: --max-connection-memory):
+// REJ memory_limit, counted, and the client's error says what to change.
+TEST(Cm, MemoryLimitRefusalIsCountedAndExplained) {
+  Wire w;
+  w.listen(RejectReason::memory_limit);
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::failed);
+  EXPECT_NE(w.client_events[0].error.find("refused the connection: the connection would need more memory than the "
+                                          "server allows (its --max-connection-memory)"),
+            std::string::npos)
+      << w.client_events[0].error;
+  EXPECT_EQ(w.server.counters().memory_refusals, 1u);
+  EXPECT_EQ(w.server.counters().rejects_sent, 1u);
+  EXPECT_EQ(w.client.counters().rejects_received, 1u);
+  EXPECT_TRUE(w.accepted.empty());
+}
+
 // A client whose port carries less than the connection asks for (a
 // preset's mtu= below --mtu) asks for what it carries, and both ends hold that.
 TEST(Cm, ClientAsksNoMoreThanItsPortCarries) {
