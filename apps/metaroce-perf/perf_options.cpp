@@ -68,6 +68,10 @@ po::options_description describe() {
                                             "closes each with its summary")
       ("max-connections", po::value<std::uint32_t>(), "--server: connections open at once, 1..16384 (default 256); "
                                                       "more are refused, and the client fails saying so")
+      ("max-connection-memory", po::value<std::uint64_t>(),
+       "--server: bytes one connection request may make the server allocate and register (its message slots "
+       "and receives), 65536..1099511627776 (default 268435456, 256 MiB); a request for more is refused, and "
+       "the client fails saying so")
       ("psn-window", po::value<std::uint32_t>(), "each connection's PSN window, a power of two 256..16384 "
                                                  "(default 16384): packets sent and not yet acknowledged, and "
                                                  "most of a connection's memory; smaller for many connections")
@@ -325,6 +329,8 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       !in_range<std::uint16_t>(vm, "streams", 1, 1024, o.streams, message) ||
       !in_range<std::uint32_t>(vm, "qps", 1, max_qps, o.qps, message) ||
       !in_range<std::uint32_t>(vm, "max-connections", 1, max_qps, o.max_connections, message) ||
+      !in_range<std::uint64_t>(vm, "max-connection-memory", 65536, std::uint64_t{1} << 40, o.max_connection_memory,
+                               message) ||
       !in_range<std::uint32_t>(vm, "psn-window", 256, 16384, o.psn_window, message) ||
       !in_range<std::uint32_t>(vm, "path-window", 1, 256, o.path_window, message) ||
       !in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.mtu, message) ||
@@ -524,6 +530,10 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   }
   if (o.role != PerfRole::server && vm.count("max-connections")) {
     message = "--max-connections is for --server: it bounds the connections the server keeps open at once";
+    return ParseOutcome::error;
+  }
+  if (o.role != PerfRole::server && vm.count("max-connection-memory")) {
+    message = "--max-connection-memory is for --server: it bounds the memory one connection request may commit";
     return ParseOutcome::error;
   }
   if (o.role == PerfRole::loopback && (!o.preset_path.empty() || !o.port_name.empty() || !o.local_ip.empty() ||

@@ -72,6 +72,8 @@ struct PerfOptions {
   // m % qps, -n counts messages over all of them.
   std::uint32_t qps = 1;
   std::uint32_t max_connections = 256;  // --server: connections open at once; more are refused
+  // --server: bytes one connection request may make it allocate and register.
+  std::uint64_t max_connection_memory = std::uint64_t{256} << 20;
   // Each connection's PSN window (transport::ConnectionConfig::psn_window):
   // its retransmission state and receive bitmap, most of its memory.
   std::uint32_t psn_window = 16384;

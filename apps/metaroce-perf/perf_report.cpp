@@ -84,7 +84,9 @@ void print_header(std::FILE* out, const PerfOptions& o) {
     std::fprintf(out, " Mode          : as each client asks\n");
     std::fprintf(out, " Paths/Streams : as each client asks\n");
     std::fprintf(out, " MTU           : %u [B] payload per packet on this port\n", o.mtu);
-    std::fprintf(out, " Connections   : up to %u at once (--max-connections)\n", o.max_connections);
+    std::fprintf(out, " Connections   : up to %u at once (--max-connections), %llu bytes each at most "
+                 "(--max-connection-memory)\n",
+                 o.max_connections, static_cast<unsigned long long>(o.max_connection_memory));
     std::fprintf(out, " Verify        : as each client asks (its --verify)\n");
     std::fprintf(out, " Congestion    : as each client asks (its --cc)\n");
     std::fprintf(out, " Security      : %s\n", security_line(o));

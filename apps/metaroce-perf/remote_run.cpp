@@ -365,6 +365,22 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                      request.peer_qpn, which_of(offer).c_str(), sessions.size(), o.max_connections);
       return metaroce::Verdict::refuse_no_room;
     }
+    // What the request would make us allocate and register, before any of it is.
+    const std::uint64_t receives = std::uint64_t{request.streams} * offer.receives_per_stream;
+    std::uint64_t memory = 0;
+    const bool overflow = offer.op != PerfOp::send
+                              ? __builtin_mul_overflow(std::uint64_t{offer.slots}, std::uint64_t{offer.size}, &memory)
+                              : __builtin_mul_overflow(receives, std::uint64_t{offer.size}, &memory);
+    if (offer.op == PerfOp::send) memory = std::max<std::uint64_t>(memory, 64);
+    if (overflow || memory + 64 > o.max_connection_memory) {
+      if (progress != nullptr)
+        std::fprintf(progress, " refused QP %#x%s: it would need %s bytes of memory, more than --max-connection-memory "
+                     "(%llu) allows: raise it, or have the client ask for smaller or fewer messages\n",
+                     request.peer_qpn, which_of(offer).c_str(),
+                     overflow ? "over 2^64" : std::to_string(memory + 64).c_str(),
+                     static_cast<unsigned long long>(o.max_connection_memory));
+      return metaroce::Verdict::refuse_too_much_memory;
+    }
     auto s = std::make_unique<Session>();
     s->connection = &connection;
     s->offer = offer;
@@ -375,7 +391,6 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     // from slot m % slots and checks it against that).
     if (offer.op == PerfOp::read)
       for (std::uint64_t j = 0; j < offer.slots; ++j) fill_pattern(s->write_region.data() + j * offer.size, offer.size, j);
-    const std::uint64_t receives = std::uint64_t{request.streams} * offer.receives_per_stream;
     s->receive_region.assign(offer.op == PerfOp::send ? std::max<std::uint64_t>(receives * offer.size, 64) : 64, 0);
     std::string error;
     if (!s->write_region.empty())

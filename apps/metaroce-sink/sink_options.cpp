@@ -23,6 +23,9 @@ po::options_description describe() {
                                            "(default 1; 0: serve until SIGINT/SIGTERM)")
       ("duration", po::value<double>(), "exit after this many seconds whatever happens (default: no limit); "
                                         "connections still open then count as failures")
+      ("max-connection-memory", po::value<std::uint64_t>(),
+       "bytes one connection request may make the sink allocate and register, 65536..1099511627776 (default "
+       "1073741824, 1 GiB); a request for more is refused, and the generator fails saying so")
       ("memory-mb", po::value<std::uint64_t>(), "refuse a connection whose write slots and receive buffers "
                                                 "would take the total beyond this (default 4096)")
       ("mtu", po::value<std::uint32_t>(), "--port: the largest payload per packet a generator may use, "
@@ -61,6 +64,8 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
   if (!read_in_range<std::uint32_t>(vm, "runs", 0, 1'000'000, o.runs, message) ||
       !read_in_range<double>(vm, "duration", 0.001, 31'536'000.0, o.duration_s, message) ||
       !read_in_range<std::uint64_t>(vm, "memory-mb", 1, std::uint64_t{1} << 24, o.memory_mb, message) ||
+      !read_in_range<std::uint64_t>(vm, "max-connection-memory", 65536, std::uint64_t{1} << 40,
+                                    o.max_connection_memory, message) ||
       !read_in_range<std::uint32_t>(vm, "mtu", 256, 9000, o.port.mtu, message) ||
       !read_rocev2_options(vm, true, o.rocev2, message))  // for the generators' rocev2 connections
     return ParseOutcome::error;

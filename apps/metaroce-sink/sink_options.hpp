@@ -19,6 +19,7 @@ struct SinkOptions {
   double duration_s = 0.0;    // exit after this long whatever happens; 0: no limit
   Rocev2Options rocev2;  // its rocev2 connections: --pkey (also in port.pkey) and its own IBTA timers
   std::uint64_t memory_mb = 4096;  // refuse connections beyond this much receive memory
+  std::uint64_t max_connection_memory = std::uint64_t{1} << 30;  // bytes one connection request may commit
   std::string json_path;
   bool quiet = false;
 };

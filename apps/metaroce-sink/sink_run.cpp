@@ -112,6 +112,15 @@ metaroce::Verdict Sink::accept(const metaroce::IncomingRequest& request, metaroc
   const std::uint64_t read_bytes = std::uint64_t{traffic::read_slots} * offer.slot_bytes;
   const std::uint64_t bytes = traffic::ConnectionVerifier::write_region_bytes(layout) +
                               traffic::ConnectionVerifier::receive_region_bytes(layout) + read_bytes;
+  if (bytes > o_.max_connection_memory) {
+    ++r_.refused;
+    if (progress_ != nullptr)
+      std::fprintf(progress_, " refused connection %u of run %016llx: it needs %llu bytes, more than "
+                              "--max-connection-memory (%llu) allows\n",
+                   offer.connection, static_cast<unsigned long long>(offer.run), static_cast<unsigned long long>(bytes),
+                   static_cast<unsigned long long>(o_.max_connection_memory));
+    return metaroce::Verdict::refuse_too_much_memory;
+  }
   if (memory_in_use_ + bytes > (o_.memory_mb << 20) / lanes_) {  // each lane its share
     ++r_.refused;
     if (progress_ != nullptr)

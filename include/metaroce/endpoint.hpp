@@ -136,6 +136,7 @@ enum class Verdict : std::uint8_t {
   refuse,             // the application says no
   refuse_bad_request, // the request does not suit (private data, mode, ...)
   refuse_no_room,     // no room for another connection now
+  refuse_too_much_memory,  // the request would commit more memory than the server allows
 };
 
 // Called for each request with its connection already made (accept:

@@ -47,6 +47,19 @@ bool pair_keys(const secure::Psk& psk, secure::Protection protection, std::uint3
 
 Manager::Manager(const ManagerConfig& config) : config_(config) {
   if (config.seed != 0) random_.seed(config.seed);
+  for (std::size_t i = 0; i < cookie_key_.size(); i += 8) {
+    const std::uint64_t r = draw();
+    for (std::size_t k = 0; k < 8; ++k) cookie_key_[i + k] = static_cast<std::uint8_t>(r >> (8 * k));
+  }
+}
+
+std::uint32_t Manager::cookie_for(const PeerKey& key, std::uint32_t nonce) const noexcept {
+  std::vector<std::uint8_t> data(key.first.begin(), key.first.end());
+  for (const std::uint32_t v : {key.second, nonce})
+    for (int k = 3; k >= 0; --k) data.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+  const secure::Mac mac = secure::hmac(cookie_key_, data);
+  const std::uint32_t c = std::uint32_t{mac[0]} << 24 | std::uint32_t{mac[1]} << 16 | std::uint32_t{mac[2]} << 8 | mac[3];
+  return c == 0 ? 1 : c;
 }
 
 std::uint64_t Manager::draw() {
@@ -200,7 +213,10 @@ void Manager::refuse_unauthenticated(const wire::ParsedFrame& frame, const Messa
                                 ? "the server answered without security: run it with --secure and the same key file"
                                 : "the server's reply does not authenticate: the two ends hold different key files");
       break;
-    case MessageType::reject: on_reject(m); break;
+    case MessageType::reject:
+      // A cookie is taken from a server that authenticates only.
+      if (m.reason != RejectReason::prove_address) on_reject(0, m);
+      break;
     default: break;
   }
 }
@@ -340,7 +356,7 @@ void Manager::on_frame(Time now, const wire::ParsedFrame& frame) {
     case MessageType::request: on_request(now, frame, m); break;
     case MessageType::reply: on_reply(frame, m); break;
     case MessageType::ready: on_ready(frame, m); break;
-    case MessageType::reject: on_reject(m); break;
+    case MessageType::reject: on_reject(now, m); break;
     case MessageType::disconnect: on_disconnect(frame, m); break;
     case MessageType::disconnect_reply: on_disconnect_reply(m); break;
   }
@@ -367,6 +383,25 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     return;
   }
   if (it != accepted_.end()) {  // the same peer QP, a new nonce: the peer started over
+    if (!it->second.rejected && !it->second.closed && m.cookie != cookie_for(key, m.nonce)) {
+      // A live connection: replaced only by a REQ that echoes the cookie
+      // sent to the peer's address. Nothing is remembered (the cookie is
+      // computed again from the REQ); a wrong cookie gets no new one.
+      if (m.cookie != 0) {
+        ++counters_.bad_cookies;
+        return;
+      }
+      Message challenge;
+      challenge.type = MessageType::reject;
+      challenge.reason = RejectReason::prove_address;
+      challenge.nonce = m.nonce;
+      challenge.receiver_qpn = m.sender_qpn;
+      challenge.mode = m.mode;
+      challenge.cookie = cookie_for(key, m.nonce);
+      send(peer, challenge);
+      ++counters_.address_challenges_sent;
+      return;
+    }
     if (!it->second.rejected) {
       ++counters_.superseded;
       Event e;
@@ -421,6 +456,7 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
       }
     }
     if (reason == RejectReason::none) reason = accept_(c, m, reply_private);
+    if (reason == RejectReason::memory_limit) ++counters_.memory_refusals;
     if (reply_private.size() > max_private_data) reason = RejectReason::refused;
   }
   Accepted entry;
@@ -525,7 +561,7 @@ void Manager::on_ready(const wire::ParsedFrame& frame, const Message& m) {
   events_.push_back(std::move(e));
 }
 
-void Manager::on_reject(const Message& m) {
+void Manager::on_reject(Time now, const Message& m) {
   ++counters_.rejects_received;
   const auto id = nonce_to_id_.find(m.nonce);
   if (id == nonce_to_id_.end()) {
@@ -534,6 +570,15 @@ void Manager::on_reject(const Message& m) {
   }
   Attempt& a = attempts_.at(id->second);
   if (a.done) return;
+  if (m.reason == RejectReason::prove_address) {
+    // We replace our own older connection there: the REQ again, at once,
+    // with the cookie (it counts as one of the attempt's REQs).
+    if (m.cookie == 0 || a.queued || a.request.cookie == m.cookie) return;
+    a.request.cookie = m.cookie;
+    ++counters_.address_proofs_sent;
+    send_request(now, id->second, a);
+    return;
+  }
   settle(a);
   a.failed = true;
   qpn_to_peer_.erase(a.config.local_qpn);

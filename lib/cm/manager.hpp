@@ -14,9 +14,14 @@
 // at most `retries` times, then fails with an error that says what to check.
 // The server answers every copy of a REQ with the same REP (a lost REP is
 // re-sent because the REQ is); a lost RTU costs nothing (the client repeats
-// its RTU for every duplicate REP). A REQ from the same peer QPN with a new
-// nonce is a new incarnation (the peer restarted): the old one is reported
-// superseded. In metaroce mode both ends stamp pkey_of(nonce) on every frame
+// its RTU for every duplicate REP). A REQ from the same peer address and
+// QPN with a new nonce is a new incarnation (the peer restarted), but it
+// replaces a live connection only with proof that it comes from that
+// address: the server answers it with a REJ prove_address carrying a
+// cookie (a MAC of the address, QPN and nonce under a key of the server's
+// own), the client's manager sends the REQ again at once with the cookie,
+// and only that REQ reports the old connection superseded. A spoofed REQ
+// never sees the cookie, so it ends nothing. In metaroce mode both ends stamp pkey_of(nonce) on every frame
 // of the connection, so frames of an older incarnation are dropped
 // (pkey_mismatch). A rocev2 connection carries the port's partition
 // (ManagerConfig::pkey, 0xffff by default) as a standard peer expects; an
@@ -72,7 +77,11 @@ using transport::Time;
   X(disconnected, "connections closed by DREQ/DREP (both roles)")                   \
   X(unauthenticated_messages, "CM messages dropped or refused: this side runs secure and they carry no security extension") \
   X(bad_mac_messages, "CM messages dropped or refused: their HMAC does not check under our key (another key file, or forged)") \
-  X(key_agreement_failures, "connections refused: the peer's X25519 key was unusable or OpenSSL failed")
+  X(key_agreement_failures, "connections refused: the peer's X25519 key was unusable or OpenSSL failed") \
+  X(address_challenges_sent, "REQs that would replace a live connection, answered with a cookie to echo (REJ prove_address)") \
+  X(bad_cookies, "REQs that would replace a live connection dropped: the cookie they echo is not ours") \
+  X(address_proofs_sent, "client: REQs sent again with the server's cookie, to replace our old connection there") \
+  X(memory_refusals, "REQs refused: the connection would commit more memory than the server allows (REJ memory_limit)")
 
 struct Counters {
 #define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;
@@ -231,7 +240,9 @@ class Manager {
   void on_request(Time now, const wire::ParsedFrame& frame, const Message& m);
   void on_reply(const wire::ParsedFrame& frame, const Message& m);
   void on_ready(const wire::ParsedFrame& frame, const Message& m);
-  void on_reject(const Message& m);
+  void on_reject(Time now, const Message& m);
+  // The cookie for a REQ of `key` with `nonce`: never 0.
+  [[nodiscard]] std::uint32_t cookie_for(const PeerKey& key, std::uint32_t nonce) const noexcept;
   void on_disconnect(const wire::ParsedFrame& frame, const Message& m);
   void on_disconnect_reply(const Message& m);
   PeerKey peer_key(const wire::ParsedFrame& frame, std::uint32_t peer_qpn) const;
@@ -267,6 +278,7 @@ class Manager {
   std::mt19937_64 random_;  // with a seed only
   std::array<std::uint64_t, 32> drawn_{};  // getrandom(2) bytes not used yet
   std::size_t drawn_left_ = 0;
+  std::array<std::uint8_t, 32> cookie_key_{};  // drawn at construction
   AcceptFn accept_;
   std::map<std::uint64_t, Attempt> attempts_;        // by id
   std::map<PeerKey, Accepted> accepted_;             // server

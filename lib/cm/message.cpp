@@ -14,6 +14,7 @@ namespace {
 // Offsets in the MAD (doc/WIRE.md, "Connection manager").
 constexpr std::size_t tid_at = 8;
 constexpr std::size_t attribute_id_at = 16;
+constexpr std::size_t attribute_modifier_at = 20;
 constexpr std::size_t data_at = mad_header_size;
 constexpr std::size_t magic_at = data_at + 0;
 constexpr std::size_t version_at = data_at + 4;
@@ -73,6 +74,11 @@ std::string_view to_string(RejectReason r) noexcept {
     case RejectReason::unsupported_version: return "the server speaks another CM protocol version";
     case RejectReason::bad_parameters: return "the server refused the parameters (mode, MTU, paths, streams or CC)";
     case RejectReason::refused: return "the server application refused the connection";
+    case RejectReason::memory_limit:
+      return "the connection would need more memory than the server allows (its --max-connection-memory): ask "
+             "for smaller or fewer messages, or raise that limit on the server";
+    case RejectReason::prove_address:
+      return "the server asked for proof of the client's address before replacing its live connection";
   }
   return "unknown reason";
 }
@@ -112,6 +118,7 @@ bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::
   p[3] = mad_method_send;
   wire::store_be64(p + tid_at, (std::uint64_t{m.nonce} << 32) | m.sender_qpn);
   wire::store_be16(p + attribute_id_at, static_cast<std::uint16_t>(m.type));
+  wire::store_be32(p + attribute_modifier_at, m.cookie);
   wire::store_be32(p + magic_at, message_magic);
   p[version_at] = m.version;
   p[mode_at] = static_cast<std::uint8_t>(m.mode);
@@ -161,6 +168,7 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
       p[cc_at + cc_name_size - 1] != 0 || planes > max_cm_planes(ip_version))
     return DecodeError::bad_field;
   out.type = static_cast<MessageType>(type);
+  out.cookie = wire::load_be32(p + attribute_modifier_at);
   out.version = p[version_at];
   out.mode = static_cast<transport::Mode>(mode);
   out.reason = static_cast<RejectReason>(p[reason_at]);

@@ -59,6 +59,12 @@ enum class RejectReason : std::uint8_t {
   security_required = 6,    // the server runs secure and the REQ carried no security extension
   authentication_failed = 7,  // the REQ's HMAC did not check: the two ends hold different keys
   security_mismatch = 8,    // secure both, but one encrypts and the other only authenticates
+  // The REQ would replace a live connection of the same peer address and
+  // QPN: the client must send it again carrying the REJ's cookie, proving
+  // it receives what is sent to that address. Not an error: the client's
+  // manager answers it by itself.
+  prove_address = 9,
+  memory_limit = 10,  // the connection would commit more memory than the server allows
 };
 
 [[nodiscard]] std::string_view to_string(MessageType t) noexcept;
@@ -108,6 +114,9 @@ struct Message {
   bool secured = false;
   bool auth_only = false;
   secure::PublicKey public_key{};
+  // REJ prove_address: the server's cookie; REQ: the cookie echoed (0: none).
+  // The MAD's AttributeModifier.
+  std::uint32_t cookie = 0;
 
   bool operator==(const Message&) const = default;
 };

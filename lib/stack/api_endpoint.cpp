@@ -422,6 +422,7 @@ void Endpoint::listen(AcceptFunction accept, const ListenOptions& options) {
       switch (verdict) {
         case Verdict::refuse_bad_request: return cm::RejectReason::bad_parameters;
         case Verdict::refuse_no_room: return cm::RejectReason::no_resources;
+        case Verdict::refuse_too_much_memory: return cm::RejectReason::memory_limit;
         default: return cm::RejectReason::refused;
       }
     }

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "secure/gcm.hpp"
+#include "secure/trailer.hpp"
 #include "transport/types.hpp"
 #include "wire/frame.hpp"
 #include "wire/headers.hpp"
@@ -52,8 +52,11 @@ struct SecurityConfig {
   secure::Protection protection = secure::Protection::encrypt;
   std::array<std::uint8_t, secure::max_key_bytes> tx_key{};
   std::array<std::uint8_t, secure::max_key_bytes> rx_key{};
-  std::uint32_t tx_spi = 0;
+  std::uint32_t tx_spi = 0;  // epoch 0's; the top byte is the epoch (doc/WIRE.md, "Secure trailer")
   std::uint32_t rx_spi = 0;
+  // Frames sealed under one key before the sender moves to the next
+  // epoch's (derived from it by HKDF); the receiver follows by itself.
+  std::uint64_t rotate_after_frames = secure::default_rotate_after;
 };
 
 struct ConnectionConfig {

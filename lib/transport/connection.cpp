@@ -86,7 +86,7 @@ bool Connection::set_security(const SecurityConfig& config, std::string& error) 
   auto sealer = std::make_unique<secure::Sealer>();
   auto opener = std::make_unique<secure::Opener>();
   if (!sealer->set_key(config.algorithm, std::span<const std::uint8_t>(config.tx_key.data(), n), config.tx_spi,
-                       config.protection) ||
+                       config.protection, config.rotate_after_frames) ||
       !opener->set_key(config.algorithm, std::span<const std::uint8_t>(config.rx_key.data(), n), config.rx_spi,
                        config.protection, secure::ReplayWindow::max_width)) {
     error = "OpenSSL refused the connection's AES-GCM key (is libcrypto's default provider available?)";
@@ -123,8 +123,10 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
     case secure::OpenResult::wrong_spi: ++counters_.secure_bad_spi; return;
     case secure::OpenResult::replayed: ++counters_.secure_replayed; return;
     case secure::OpenResult::bad_tag: ++counters_.secure_bad_tag; return;
+    case secure::OpenResult::unknown_epoch: ++counters_.secure_unknown_epoch; return;
   }
   ++counters_.secure_frames_opened;
+  counters_.secure_epochs_received = opener_->rotations();
   if (!encrypted) {
     on_checked_frame(now, frame);
     return;
@@ -170,6 +172,7 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
     }
     out.finish_rebuild(i, len, wire::compute_icrc(wire::ByteSpan(f + p.l3_offset, len - p.l3_offset)));
     ++counters_.secure_frames_sealed;
+    counters_.secure_epochs_sent = sealer_->rotations();
     ++i;
   }
 }

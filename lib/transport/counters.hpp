@@ -78,6 +78,9 @@ namespace metaroce::transport {
   X(secure_replayed, "frames dropped: their counter was seen before or is older than the replay window") \
   X(secure_bad_tag, "frames dropped: their tag does not match (forged, modified or another key's)") \
   X(secure_seal_failures, "frames not sent: OpenSSL refused to seal them") \
+  X(secure_unknown_epoch, "frames dropped: their trailer names this connection's key in an epoch that is not the previous, current or next") \
+  X(secure_epochs_sent, "key epochs the sender moved on to (SecurityConfig::rotate_after_frames frames per epoch)") \
+  X(secure_epochs_received, "key epochs the receiver moved on to (the first good frame of the peer's next epoch)") \
   X(rx_pool_drops, "data packets left unplaced and unacknowledged: the host's pool had no chunk to track their message (the sender resends)")
 
 struct ConnectionCounters {

@@ -43,6 +43,11 @@ MISTAKES = [
      "metaroce-perf: --pkey is for --mode rocev2: metaroce connections carry a P_Key of their own and timers "
      "that follow the measured RTT"),
     (perf, ["--mode", "rocev2", "--qp-timeout", "0"], "metaroce-perf: --qp-timeout 0 is out of range: give 1..31"),
+    (perf, ["--loopback", "--max-connection-memory", "1048576"],
+     "metaroce-perf: --max-connection-memory is for --server: it bounds the memory one connection request may "
+     "commit"),
+    (perf, ["--server", "--port", "net_memif0", "--local-ip", "10.0.0.2", "--max-connection-memory", "4096"],
+     "metaroce-perf: --max-connection-memory 4096 is out of range: give 65536..1099511627776"),
     (perf, ["--mode", "rocev2", "--retry-count", "8"], "metaroce-perf: --retry-count 8 is out of range: give 0..7"),
     (perf, ["--client", "10.0.0.2", "--port", "net_memif0", "--local-ip", "10.0.0.1", "--mode", "rocev2",
             "--peer-qpn", "0x111"],

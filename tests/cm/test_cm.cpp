@@ -88,6 +88,25 @@ struct Wire {
   }
 };
 
+Message decoded(const std::vector<std::uint8_t>& frame) {
+  Message m;
+  wire::ParsedFrame p;
+  if (wire::parse_frame(frame, p) != wire::ParseError::ok || decode(p, m) != DecodeError::ok) ADD_FAILURE();
+  return m;
+}
+
+// The REQ in `frame` as if sent by QP `qpn` of the client's address.
+std::vector<std::uint8_t> with_sender_qpn(const std::vector<std::uint8_t>& frame, std::uint32_t qpn) {
+  Message m = decoded(frame);
+  m.sender_qpn = qpn;
+  transport::Endpoints e;
+  e.local_mac = client_mac;
+  e.local_ipv4 = client_ip;
+  e.peer_ipv4 = server_ip;
+  e.peer_mac = server_mac;
+  return build_frame(e, 49151, m);
+}
+
 TEST(Cm, RequestReplyReadyEstablishesMatchingEnds) {
   Wire w;
   w.listen();
@@ -325,6 +344,27 @@ TEST(Cm, ApplicationAndResourceRefusalsReachTheClient) {
   EXPECT_EQ(v.client_events[0].kind, EventKind::established);
 }
 
+// A server application that refuses a request for more memory than it
+// allows (metaroce-perf --server, metaroce-sink: --max-connection-memory):
+// REJ memory_limit, counted, and the client's error says what to change.
+TEST(Cm, MemoryLimitRefusalIsCountedAndExplained) {
+  Wire w;
+  w.listen(RejectReason::memory_limit);
+  std::string error;
+  ASSERT_NE(w.client.connect(0, request(), error), 0u);
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::failed);
+  EXPECT_NE(w.client_events[0].error.find("refused the connection: the connection would need more memory than the "
+                                          "server allows (its --max-connection-memory)"),
+            std::string::npos)
+      << w.client_events[0].error;
+  EXPECT_EQ(w.server.counters().memory_refusals, 1u);
+  EXPECT_EQ(w.server.counters().rejects_sent, 1u);
+  EXPECT_EQ(w.client.counters().rejects_received, 1u);
+  EXPECT_TRUE(w.accepted.empty());
+}
+
 // A client whose port carries less than the connection asks for (a
 // preset's mtu= below --mtu) asks for what it carries, and both ends hold that.
 TEST(Cm, ClientAsksNoMoreThanItsPortCarries) {
@@ -410,7 +450,6 @@ TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {
   }();
 
   // A late REP whose nonce no attempt of the client has is ignored.
-  wire::ParsedFrame p;
   Wire::deliver(w.client, 0, old_reply);
   EXPECT_EQ(w.client.counters().stale_messages, 1u);
 
@@ -419,18 +458,29 @@ TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {
   std::vector<std::vector<std::uint8_t>> frames;
   restarted.poll(0, frames);
   ASSERT_EQ(frames.size(), 1u);
-  ASSERT_EQ(wire::parse_frame(frames[0], p), wire::ParseError::ok);
-  Message req;
-  ASSERT_EQ(decode(p, req), DecodeError::ok);
   // The client process restarted and, by chance, drew the QPN of its first
   // incarnation again: same peer QP, new nonce.
-  req.sender_qpn = first.peer_qpn;
-  transport::Endpoints e;
-  e.local_mac = client_mac;
-  e.local_ipv4 = client_ip;
-  e.peer_ipv4 = server_ip;
-  e.peer_mac = server_mac;
-  Wire::deliver(w.server, 0, build_frame(e, 49151, req));
+  Wire::deliver(w.server, 0, with_sender_qpn(frames[0], first.peer_qpn));
+  w.server.take_events(w.server_events);
+  // Not yet: the server asks for proof that the REQ comes from that address.
+  EXPECT_EQ(w.server.counters().superseded, 0u);
+  EXPECT_EQ(w.server.counters().address_challenges_sent, 1u);
+  std::vector<std::vector<std::uint8_t>> answers;
+  w.server.poll(0, answers);
+  ASSERT_EQ(answers.size(), 1u);
+  const Message challenge = decoded(answers[0]);
+  EXPECT_EQ(challenge.type, MessageType::reject);
+  EXPECT_EQ(challenge.reason, RejectReason::prove_address);
+  EXPECT_NE(challenge.cookie, 0u);
+  // The restarted client gets it at its address and sends its REQ again at
+  // once, with the cookie: that one supersedes.
+  Wire::deliver(restarted, 0, answers[0]);
+  EXPECT_EQ(restarted.counters().address_proofs_sent, 1u);
+  frames.clear();
+  restarted.poll(0, frames);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(decoded(frames[0]).cookie, challenge.cookie);
+  Wire::deliver(w.server, 0, with_sender_qpn(frames[0], first.peer_qpn));
   w.server.take_events(w.server_events);
   ASSERT_FALSE(w.server_events.empty());
   EXPECT_EQ(w.server_events.back().kind, EventKind::superseded);
@@ -439,6 +489,55 @@ TEST(Cm, RestartedClientSupersedesItsOldConnectionAndOldRepliesAreStale) {
   ASSERT_EQ(w.accepted.size(), 2u);
   EXPECT_NE(w.accepted[1].pkey, first.pkey);  // frames of the old one are dropped (pkey_mismatch)
   EXPECT_NE(w.accepted[1].local_qpn, first.local_qpn);
+}
+
+TEST(Cm, SpoofedRequestDoesNotEndALiveConnection) {
+  Wire w;
+  w.listen();
+  std::string error;
+  const std::uint64_t id = w.client.connect(0, request(), error);
+  ASSERT_NE(id, 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  const transport::ConnectionConfig live = w.accepted[0];
+  // Off the path: a REQ with the client's address and QPN and a nonce of
+  // its own. The challenge goes to the real client, which has no attempt
+  // of that nonce and drops it.
+  Manager attacker(side(client_mac, client_ip, 5));
+  ASSERT_NE(attacker.connect(0, request(), error), 0u);
+  std::vector<std::vector<std::uint8_t>> frames;
+  attacker.poll(0, frames);
+  ASSERT_EQ(frames.size(), 1u);
+  Wire::deliver(w.server, 10 * ms, with_sender_qpn(frames[0], live.peer_qpn));
+  std::vector<std::vector<std::uint8_t>> answers;
+  w.server.poll(10 * ms, answers);
+  ASSERT_EQ(answers.size(), 1u);
+  Wire::deliver(w.client, 10 * ms, answers[0]);
+  EXPECT_EQ(w.client.counters().stale_messages, 1u);
+  EXPECT_EQ(w.client.counters().address_proofs_sent, 0u);
+  // A guessed cookie is dropped, with no new challenge.
+  Message guess = decoded(with_sender_qpn(frames[0], live.peer_qpn));
+  guess.cookie = decoded(answers[0]).cookie ^ 0x5a5a5a5au;
+  transport::Endpoints e;
+  e.local_mac = client_mac;
+  e.local_ipv4 = client_ip;
+  e.peer_ipv4 = server_ip;
+  e.peer_mac = server_mac;
+  Wire::deliver(w.server, 20 * ms, build_frame(e, 49151, guess));
+  answers.clear();
+  w.server.poll(20 * ms, answers);
+  EXPECT_TRUE(answers.empty());
+  w.server.take_events(w.server_events);
+  for (const Event& ev : w.server_events) EXPECT_NE(ev.kind, EventKind::superseded);
+  EXPECT_EQ(w.server.counters().superseded, 0u);
+  EXPECT_EQ(w.server.counters().address_challenges_sent, 1u);
+  EXPECT_EQ(w.server.counters().bad_cookies, 1u);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  // The live connection is untouched: its client closes it as usual.
+  ASSERT_TRUE(w.client.disconnect(30 * ms, id, {1}, error)) << error;
+  w.settle(30 * ms);
+  EXPECT_EQ(w.server.counters().disconnected, 1u);
+  EXPECT_EQ(w.client.counters().disconnected, 1u);
 }
 
 TEST(Cm, DisconnectCarriesBothSummariesAndSurvivesALostReply) {

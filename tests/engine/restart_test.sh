@@ -6,7 +6,8 @@
 # the dead incarnation. Then -q 4: four connections from one client to one
 # server at once, in each mode, every message verified and counted exactly;
 # and a server that allows fewer (--max-connections 2), which the client
-# reports naming the fix. Root only (skips else); always cleans up. TAP.
+# reports naming the fix; and one that allows a connection less memory
+# than the client asks (--max-connection-memory), refused the same way. Root only (skips else); always cleans up. TAP.
 # Usage: restart_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR
 perf="$1"
 presets="$2"
@@ -62,7 +63,7 @@ set +e
 common=(--preset "$presets/net_af_packet.ini" --idle-sleep-us 5)
 client=(--client 10.78.0.2 --peer-mac "$mac_s0" --iface c0 --local-ip 10.78.0.1 -s 65536 --op write-imm --verify)
 
-echo "1..11"
+echo "1..13"
 ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.78.0.2 "${common[@]}" >"$work/server.out" 2>&1 &
 server_pid=$!
 started="$started $server_pid"
@@ -137,4 +138,16 @@ check "-q 4 against --max-connections 2: the client exits 1 with one line naming
 check "... the server refused two with a line naming --max-connections, closed the two it took, exits 0" \
   "[ $server_status -eq 0 ] && [ \$(grep -c 'the most --max-connections allows (2): raise it, or lower the client' '$work/limit-server.out') -eq 2 ] \
    && [ \$(grep -c 'closed: 0 messages checked, 0 wrong' '$work/limit-server.out') -eq 2 ]"
+# A request for more memory than the server allows one connection: refused
+# before anything is allocated, counted, and the client says which option.
+start_server memory --max-connection-memory 65536 --json "$work/memory-server.json"
+run_bounded 60 "$work/memory-client.out" ip netns exec "$ns_c" "$perf" --client 10.78.0.2 --peer-mac "$mac_s0" \
+  --iface c0 --local-ip 10.78.0.1 --cm-timeout 10 -s 1048576 --op write-imm -n 10 "${common[@]}"
+kill "$server_pid" 2>/dev/null
+stop_server
+check "1 MiB messages against --max-connection-memory 65536: the client exits 1 naming the option" \
+  "[ $status -eq 1 ] && grep -q 'refused the connection: the connection would need more memory than the server allows (its --max-connection-memory)' '$work/memory-client.out'"
+check "... the server says why, counts it (memory_refusals 1) and accepted nothing" \
+  "grep -q 'more than --max-connection-memory (65536) allows' '$work/memory-server.out' \
+   && grep -q '\"memory_refusals\":1' '$work/memory-server.json' && ! grep -q 'closed:' '$work/memory-server.out'"
 exit $failed

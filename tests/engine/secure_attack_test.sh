@@ -6,9 +6,15 @@
 # checked by the server. In the router, secure_attack.py (scapy) sniffs a
 # real data frame on its way to the server and injects 20 copies of each
 # forgery: a payload byte changed, a header byte changed, another SPI, the
-# trailer cut off (each with a correct ICRC), and the frame itself again.
-# The transfer must complete verified, and the server's connection must
-# have counted every forgery under its name and placed none of them.
+# trailer cut off (each with a correct ICRC), the frame itself again, and
+# a changed payload moved to a later message's PSN, to arrive before the
+# real packet. The transfer must complete verified, and the server's
+# connection must have counted every forgery under its name and placed
+# none of them.
+# First, the reason for all this: the same attacker against the same
+# transfer without --secure (64 x 1 MiB) sends only the last kind, and the
+# server places those that arrive first and drops the real packets as
+# duplicates: its --verify must find wrong messages.
 # Then a client without --secure and one with another key file are refused
 # at connection set-up, each saying why.
 # Always removes what it created. Not root or no scapy: says so and skips.
@@ -98,8 +104,27 @@ stop_server() {
 kill_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid"; server_pid=; }
 counter() { jq -r ".connection_b.$1" "$work/server.json" 2>/dev/null; }
 
-echo "1..5"
+echo "1..7"
 count=20
+server
+ip netns exec "$ns_r" /usr/bin/python3 "$attack" r1 "$mac_s0" "$count" plain >"$work/attack.out" 2>&1 &
+attack_pid=$!
+for i in $(seq 200); do grep -q '^ready' "$work/attack.out" 2>/dev/null && break; sleep 0.1; done
+client 64
+plain_status=$?
+wait "$attack_pid"
+attack_status=$?
+attack_pid=
+stop_server
+wrong=$(sed -n 's/.*connection .* closed: 64 messages checked, \([0-9]*\) wrong.*/\1/p' "$work/server.out")
+echo "# without --secure: the server found ${wrong:-?} of 64 messages wrong," \
+     "duplicate_packets $(counter duplicate_packets)"
+check "without --secure, the attacker sniffed a data frame and injected $count forgeries" \
+  "[ $attack_status -eq 0 ] && grep -q '^ahead $count' '$work/attack.out'"
+check "without --secure, the forgeries were placed: the server's --verify finds 1..$count messages wrong, the client fails" \
+  "[ -n '$wrong' ] && [ '$wrong' -ge 1 ] && [ '$wrong' -le $count ] && [ $plain_status -ne 0 ] \
+     && [ '$(counter duplicate_packets)' -ge '${wrong:-1}' ] && grep -q 'the server found wrong bytes' '$work/client.out'"
+
 server --secure --key-file "$work/psk"
 ip netns exec "$ns_r" /usr/bin/python3 "$attack" r1 "$mac_s0" "$count" >"$work/attack.out" 2>&1 &
 attack_pid=$!
@@ -119,8 +144,8 @@ check "256 MiB through the attacker's router complete, every byte verified by th
 echo "# server: secure_bad_tag $(counter secure_bad_tag), secure_replayed $(counter secure_replayed)," \
      "secure_bad_spi $(counter secure_bad_spi), secure_no_trailer $(counter secure_no_trailer)," \
      "secure_frames_opened $(counter secure_frames_opened), duplicate_packets $(counter duplicate_packets)"
-check "every forgery counted under its name: bad tag $((2 * count)), replayed $count, bad SPI $((2 * count))" \
-  "[ '$(counter secure_bad_tag)' = $((2 * count)) ] && [ '$(counter secure_replayed)' = $count ] \
+check "every forgery counted under its name: bad tag $((3 * count)), replayed $count, bad SPI $((2 * count))" \
+  "[ '$(counter secure_bad_tag)' = $((3 * count)) ] && [ '$(counter secure_replayed)' = $count ] \
      && [ '$(counter secure_bad_spi)' = $((2 * count)) ] && [ '$(counter secure_no_trailer)' = 0 ]"
 
 server --secure --key-file "$work/psk"

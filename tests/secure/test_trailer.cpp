@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -73,10 +74,13 @@ TEST(SecureTrailer, EachForgeryHasItsOwnResultAndMovesNothing) {
       const auto tampered = f;
       const OpenResult r = pair.rx.open(f, header);
       EXPECT_NE(r, OpenResult::ok) << i;
-      // SPI bytes name another key; counter bytes land on a fresh counter
-      // whose nonce the tag does not match; everything else is a bad tag.
+      // The SPI's top byte names another epoch (0x11: neither previous,
+      // current nor next), its other bytes another key; counter bytes land
+      // on a fresh counter whose nonce the tag does not match; everything
+      // else is a bad tag.
       const std::size_t t = f.size() - trailer_bytes;
       if (i < t || i >= t + 4) EXPECT_EQ(r, OpenResult::bad_tag) << i;
+      else if (i == t) EXPECT_EQ(r, OpenResult::unknown_epoch) << i;
       else EXPECT_EQ(r, OpenResult::wrong_spi) << i;
       EXPECT_EQ(f, tampered) << i;
       f[i] ^= 0x10;
@@ -102,6 +106,75 @@ TEST(SecureTrailer, EachForgeryHasItsOwnResultAndMovesNothing) {
     EXPECT_EQ(pair.rx.open(f, header), OpenResult::replayed);
     EXPECT_EQ(f, sealed);
     EXPECT_EQ(pair.rx.window().highest(), 1u);
+  }
+}
+
+static_assert(next_epoch_spi(0x01020304u) == 0x02020304u);
+static_assert(next_epoch_spi(0xff020304u) == 0x00020304u);  // the epoch wraps, the connection stays
+
+std::uint32_t spi_in(const std::vector<std::uint8_t>& f) {
+  const std::size_t t = f.size() - trailer_bytes;
+  return std::uint32_t{f[t]} << 24 | std::uint32_t{f[t + 1]} << 16 | std::uint32_t{f[t + 2]} << 8 | f[t + 3];
+}
+
+TEST(SecureTrailer, EpochsRotateAfterTheirFramesAndTheOpenerFollows) {
+  for (Protection p : {Protection::encrypt, Protection::auth_only}) {
+    Sealer tx;
+    Opener rx;
+    ASSERT_TRUE(tx.set_key(Algorithm::aes128_gcm, key_a, 0x01020304, p, 3));
+    ASSERT_TRUE(rx.set_key(Algorithm::aes128_gcm, key_a, 0x01020304, p, 64));
+    std::vector<std::vector<std::uint8_t>> sealed;
+    for (std::uint8_t i = 0; i < 10; ++i) {
+      auto f = frame_of(40, i);
+      ASSERT_TRUE(tx.seal(f, header));
+      const std::size_t t = f.size() - trailer_bytes;
+      EXPECT_EQ(spi_in(f), (std::uint32_t{1} + i / 3u) << 24 | 0x020304u) << int{i};
+      EXPECT_EQ(f[t + 11], 1 + i % 3) << int{i};  // the counter starts again in each epoch
+      sealed.push_back(f);
+    }
+    EXPECT_EQ(tx.sent(), 10u);
+    EXPECT_EQ(tx.rotations(), 3u);
+    EXPECT_EQ(tx.spi(), 0x04020304u);
+
+    // Each epoch's key differs: epoch 1's SPI under epoch 0's key is a bad tag.
+    Sealer stale;
+    ASSERT_TRUE(stale.set_key(Algorithm::aes128_gcm, key_a, 0x02020304, p));
+    auto g = frame_of(40, 50);
+    ASSERT_TRUE(stale.seal(g, header));
+    EXPECT_EQ(rx.open(g, header), OpenResult::bad_tag);
+    // Two epochs ahead: unknown, and nothing moves.
+    auto h = sealed[6];
+    EXPECT_EQ(rx.open(h, header), OpenResult::unknown_epoch);
+    EXPECT_EQ(h, sealed[6]);
+    EXPECT_EQ(rx.rotations(), 0u);
+
+    // Epoch 1's first frame before epoch 0's last two: the opener moves to
+    // epoch 1 and still takes epoch 0's frames (the previous epoch), once.
+    auto f = sealed[3];
+    ASSERT_EQ(rx.open(f, header), OpenResult::ok);
+    EXPECT_EQ(rx.rotations(), 1u);
+    EXPECT_EQ(rx.spi(), 0x02020304u);
+    for (std::size_t i : {0u, 2u, 1u}) {
+      f = sealed[i];
+      ASSERT_EQ(rx.open(f, header), OpenResult::ok) << i;
+      const auto clear = frame_of(40, static_cast<std::uint8_t>(i));
+      EXPECT_TRUE(std::equal(clear.begin(), clear.end() - trailer_bytes, f.begin())) << i;  // the plaintext, in place
+    }
+    f = sealed[1];
+    EXPECT_EQ(rx.open(f, header), OpenResult::replayed);
+    for (std::size_t i = 4; i < 10; ++i) {
+      f = sealed[i];
+      ASSERT_EQ(rx.open(f, header), OpenResult::ok) << i;
+    }
+    EXPECT_EQ(rx.rotations(), 3u);
+    EXPECT_EQ(rx.spi(), 0x04020304u);
+    // Epoch 1 is two behind now: unknown.
+    f = sealed[4];
+    EXPECT_EQ(rx.open(f, header), OpenResult::unknown_epoch);
+    // Another connection's SPI (low 24 bits) stays a bad SPI in any epoch.
+    f = sealed[9];
+    f[f.size() - trailer_bytes + 3] ^= 1;
+    EXPECT_EQ(rx.open(f, header), OpenResult::wrong_spi);
   }
 }
 

@@ -200,6 +200,7 @@ TransferResult run_transfer(const TransferSpec& spec) {
   if (spec.secure) {
     transport::SecurityConfig ka, kb;
     ka.protection = kb.protection = spec.protection;
+    ka.rotate_after_frames = kb.rotate_after_frames = spec.rotate_after_frames;
     for (std::size_t i = 0; i < ka.tx_key.size(); ++i) {
       ka.tx_key[i] = kb.rx_key[i] = static_cast<std::uint8_t>(splitmix(spec.seed + 10 + i));
       ka.rx_key[i] = kb.tx_key[i] = static_cast<std::uint8_t>(splitmix(spec.seed + 100 + i));

@@ -53,6 +53,7 @@ struct TransferSpec {
   // sealed and checked.
   bool secure = false;
   secure::Protection protection = secure::Protection::encrypt;
+  std::uint64_t rotate_after_frames = secure::default_rotate_after;  // both directions' key epochs
 };
 
 struct TransferResult {
