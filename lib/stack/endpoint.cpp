@@ -305,6 +305,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
     cm_config.max_mtu -= static_cast<std::uint32_t>(secure::trailer_bytes);
   }
   cm_config.pkey = o.pkey;
+  cm_config.ibta_cm = o.ibta_cm;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });

@@ -68,6 +68,7 @@ struct EndpointConfig {
   // The P_Key of rocev2 connections (cm::ManagerConfig::pkey): the
   // partition, the same at both ends.
   std::uint16_t pkey = 0xffff;
+  bool ibta_cm = false;  // cm::ManagerConfig::ibta_cm
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with
