@@ -148,6 +148,96 @@ TEST(IbtaManager, ReqRepRtuThenDreqDrepAsIbtaMads) {
   EXPECT_EQ(w.client.counters().malformed_messages + w.server.counters().malformed_messages, 0u);
 }
 
+// A REQ as an rdma_cm client sends it (its own communication ID, QPN and
+// PSN, rdma_cm's header before the application's private data), built
+// here field by field: the server answers with a REP naming that ID and
+// takes the RTU that follows.
+TEST(IbtaManager, AnswersARequestAsRdmaCmSendsIt) {
+  Manager server{side(server_mac, server_ip, 5)};
+  std::vector<transport::ConnectionConfig> accepted;
+  std::vector<std::uint8_t> seen_private;
+  server.listen([&](const transport::ConnectionConfig& c, const Message& m, std::vector<std::uint8_t>& reply) {
+    accepted.push_back(c);
+    seen_private = m.private_data;
+    reply = {0x42};
+    return RejectReason::none;
+  });
+  ibta::Message req;
+  req.attribute = ibta::Attribute::req;
+  req.transaction_id = 0x0000000300000007ull;
+  req.local_comm_id = 0x7e57c0de;
+  req.service_id = ibta::rdma_cm_service_id(7471);
+  req.local_qpn = 0x0000d1;
+  req.starting_psn = 0x00abcd;
+  req.responder_resources = 4;
+  req.initiator_depth = 4;
+  req.remote_cm_response_timeout = 20;
+  req.local_cm_response_timeout = 20;
+  req.retry_count = 7;
+  req.rnr_retry_count = 7;
+  req.max_cm_retries = 15;
+  req.pkey = 0xffff;
+  req.path_mtu = ibta::mtu_code(1024);
+  req.primary.local_gid = ibta::ipv4_gid(client_ip);
+  req.primary.remote_gid = ibta::ipv4_gid(server_ip);
+  req.primary.local_ack_timeout = 18;
+  std::string error;
+  ASSERT_TRUE(ibta::encode_rdma_cm_private(ibta::RdmaCmHeader{4, 50123, client_ip, server_ip},
+                                           std::vector<std::uint8_t>{'h', 'i'}, req.private_data, error));
+  transport::Endpoints from;
+  from.local_mac = client_mac;
+  from.peer_mac = server_mac;
+  from.local_ipv4 = client_ip;
+  from.peer_ipv4 = server_ip;
+  const auto deliver = [&](const ibta::Message& m) {
+    wire::ParsedFrame p;
+    const std::vector<std::uint8_t> frame = ibta::build_frame(from, 49151, m);
+    ASSERT_EQ(wire::parse_frame(frame, p), wire::ParseError::ok);
+    server.on_frame(0, p);
+  };
+  deliver(req);
+  std::vector<std::vector<std::uint8_t>> out;
+  server.poll(0, out);
+  ASSERT_EQ(out.size(), 1u);
+  wire::ParsedFrame p;
+  ASSERT_EQ(wire::parse_frame(out[0], p), wire::ParseError::ok);
+  ibta::Message rep;
+  ASSERT_EQ(ibta::decode(p, rep), ibta::DecodeError::ok);
+  ASSERT_EQ(rep.attribute, ibta::Attribute::rep);
+  EXPECT_EQ(rep.remote_comm_id, 0x7e57c0deu);
+  ASSERT_EQ(accepted.size(), 1u);
+  const transport::ConnectionConfig& c = accepted[0];
+  EXPECT_EQ(rep.local_qpn, c.local_qpn);
+  EXPECT_EQ(rep.local_comm_id, c.local_qpn);
+  EXPECT_EQ(rep.starting_psn, c.initial_psn);
+  EXPECT_EQ(rep.responder_resources, 4);
+  EXPECT_EQ(rep.private_data[0], 0x42);
+  EXPECT_EQ(c.peer_qpn, 0x0000d1u);
+  EXPECT_EQ(c.peer_initial_psn, 0x00abcdu);
+  EXPECT_EQ(c.mtu, 1024u);
+  EXPECT_EQ(c.mode, transport::Mode::rocev2);
+  EXPECT_EQ(c.pkey, 0xffff);
+  EXPECT_EQ(c.max_outstanding_reads, 4u);
+  EXPECT_EQ(c.base_src_port, 50123);
+  EXPECT_EQ(c.endpoints.peer_ipv4, client_ip);
+  ASSERT_GE(seen_private.size(), 2u);
+  EXPECT_EQ(seen_private[0], 'h');
+  EXPECT_EQ(seen_private[1], 'i');
+
+  ibta::Message rtu;
+  rtu.attribute = ibta::Attribute::rtu;
+  rtu.local_comm_id = req.local_comm_id;
+  rtu.remote_comm_id = rep.local_comm_id;
+  deliver(rtu);
+  std::vector<Event> events;
+  server.take_events(events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::ready);
+  EXPECT_EQ(events[0].id, c.local_qpn);
+  EXPECT_EQ(server.counters().ready_received, 1u);
+  EXPECT_EQ(server.counters().stale_messages, 0u);
+}
+
 TEST(IbtaManager, RejectCarriesTheReason) {
   Wire w;
   w.listen(RejectReason::refused);
