@@ -24,6 +24,7 @@ struct Rocev2Options {
   std::uint8_t retry_count = 7;
   std::uint8_t rnr_retry = 7;
   bool timers_given = false;  // one of the three was on the command line
+  bool ibta_cm = false;       // --cm ibta
 };
 
 inline void add_rocev2_options(boost::program_options::options_description& d) {
@@ -38,7 +39,10 @@ inline void add_rocev2_options(boost::program_options::options_description& d) {
       ("retry-count", po::value<unsigned>(), "--mode rocev2: timeouts in a row without progress before the "
                                              "connection fails, 0..7 (default 7)")
       ("rnr-retry", po::value<unsigned>(), "--mode rocev2: RNR NAKs of one message before it fails, 0..7 "
-                                           "(default 7: no limit)");
+                                           "(default 7: no limit)")
+      ("cm", po::value<std::string>(), "the connection manager's messages: metaroce (its own, the default) or "
+                                       "ibta (--mode rocev2: the IBTA CM's REQ/REP/RTU/DREQ/DREP, as rdma_cm "
+                                       "sends them; both ends the same)");
 }
 
 // Reads them; false with one line naming the fix. Given with a mode other
@@ -50,6 +54,22 @@ inline bool read_rocev2_options(const boost::program_options::variables_map& vm,
       message = fmt::format("--{} is for --mode rocev2: metaroce connections carry a P_Key of their own and "
                             "timers that follow the measured RTT",
                             key);
+      return false;
+    }
+  }
+  if (vm.count("cm")) {
+    const std::string cm = vm["cm"].as<std::string>();
+    if (cm != "metaroce" && cm != "ibta") {
+      message = fmt::format("--cm '{}' is not a connection manager: give metaroce (the default) or ibta", cm);
+      return false;
+    }
+    out.ibta_cm = cm == "ibta";
+    if (out.ibta_cm && !rocev2) {
+      message = "--cm ibta is for --mode rocev2: the IBTA CM sets up standard RC connections only";
+      return false;
+    }
+    if (out.ibta_cm && vm.count("secure")) {
+      message = "--cm ibta carries no security extension: drop --secure, or use --cm metaroce";
       return false;
     }
   }

@@ -196,6 +196,7 @@ ParseOutcome parse_gen_options(int argc, const char* const* argv, GenOptions& ou
       !check_rocev2_mtu(o.mode == "rocev2", o.port.mtu, message))
     return ParseOutcome::error;
   o.port.pkey = o.rocev2.pkey;
+  o.port.ibta_cm = o.rocev2.ibta_cm;
   if (vm.count("cc")) o.cc = vm["cc"].as<std::string>();
   if (vm.count("size") && vm.count("size-file")) {
     message = "--size and --size-file exclude each other: give one";

@@ -244,6 +244,7 @@ metaroce::EndpointConfig endpoint_config(const PerfOptions& o) {
   r.key_file = o.key_file;
   r.auth_only = o.auth_only;
   r.pkey = o.rocev2.pkey;
+  r.ibta_cm = o.rocev2.ibta_cm;
   // The server's own check refuses beyond --max-connections, saying so: its
   // host and connection manager must not refuse first.
   r.max_connections = o.role == PerfRole::server ? max_server_connections : o.qps;

@@ -70,6 +70,7 @@ ParseOutcome parse_sink_options(int argc, const char* const* argv, SinkOptions& 
       !read_rocev2_options(vm, true, o.rocev2, message))  // for the generators' rocev2 connections
     return ParseOutcome::error;
   o.port.pkey = o.rocev2.pkey;
+  o.port.ibta_cm = o.rocev2.ibta_cm;
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   o.quiet = vm.count("quiet") != 0;
   out = std::move(o);

@@ -74,6 +74,11 @@ struct EndpointConfig {
   // ends; standard peers use the default partition 0xffff. Its low 15 bits
   // must not be 0. ("metaroce" connections carry one of their own.)
   std::uint16_t pkey = 0xffff;
+  // Set connections up with the IBTA CM (class 0x07 REQ/REP/RTU/DREQ/DREP
+  // on QP 1, as rdma_cm does) instead of metaroce's own messages: rocev2
+  // connections only, at most 56 bytes of private data, no key file. Both
+  // ends the same.
+  bool ibta_cm = false;
 };
 
 struct ConnectOptions {

@@ -123,6 +123,7 @@ void Manager::take_planes(transport::ConnectionConfig& c, std::uint16_t planes, 
 }
 
 std::vector<std::uint8_t> Manager::frame_of(const transport::Endpoints& endpoints, const Message& m) const {
+  if (config_.ibta_cm) return ibta_frame_of(endpoints, m);
   if (!config_.secure) return build_frame(endpoints, config_.cm_src_port, m);
   Message s = m;
   s.secured = true;
@@ -271,6 +272,15 @@ std::uint64_t Manager::connect(Time now, const ConnectRequest& request, std::str
   }
   std::array<std::uint8_t, mad_size> check{};
   if (!encode_mad(m, check, error)) return 0;
+  if (config_.ibta_cm && a.config.mode != transport::Mode::rocev2) {
+    error = "the IBTA CM sets up rocev2 connections only (--mode rocev2)";
+    return 0;
+  }
+  if (config_.ibta_cm && m.private_data.size() > ibta_max_request_private) {
+    error = fmt::format("{} bytes of private data: the IBTA CM's REQ carries at most {} after rdma_cm's header",
+                        m.private_data.size(), ibta_max_request_private);
+    return 0;
+  }
   (void)now;  // the first REQ leaves at the next poll() with room under max_requests_in_flight
   const std::uint64_t id = next_id_++;
   nonce_to_id_[nonce] = id;
@@ -338,7 +348,7 @@ transport::Endpoints Manager::reply_endpoints(const wire::ParsedFrame& frame) co
 
 void Manager::on_frame(Time now, const wire::ParsedFrame& frame) {
   Message m;
-  if (decode(frame, m) != DecodeError::ok) {
+  if (config_.ibta_cm ? !ibta_decode(frame, m) : decode(frame, m) != DecodeError::ok) {
     ++counters_.malformed_messages;
     return;
   }

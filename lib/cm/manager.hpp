@@ -89,6 +89,10 @@ struct Counters {
 #undef METAROCE_CM_FIELD
 };
 
+// ManagerConfig::ibta_cm: the application's REQ private data after
+// rdma_cm's 36-byte header in the IBTA REQ's 92 bytes.
+inline constexpr std::size_t ibta_max_request_private = 56;
+
 struct ManagerConfig {
   // This side: MAC, IP version and address, DSCP, VLAN (the peer_* fields
   // are ignored).
@@ -130,6 +134,11 @@ struct ManagerConfig {
   bool secure = false;
   secure::Psk psk{};
   secure::Protection protection = secure::Protection::encrypt;
+  // Speak the IBTA CM (class 0x07 REQ/REP/RTU/REJ/DREQ/DREP, as rdma_cm
+  // does; cm/ibta_cm.hpp) instead of metaroce's own messages: rocev2
+  // connections only, at most 56 bytes of REQ private data, no security.
+  // Both ends must speak the same.
+  bool ibta_cm = false;
 };
 
 // What the client asks for.
@@ -257,6 +266,11 @@ class Manager {
   // What a connection of `mode` with the attempt `nonce` stamps as P_Key.
   [[nodiscard]] std::uint16_t pkey_for(transport::Mode mode, std::uint32_t nonce) const noexcept;
   void send(const transport::Endpoints& endpoints, const Message& m);
+  // ManagerConfig::ibta_cm (ibta_manager.cpp): `m` as an IBTA CM frame, and
+  // an IBTA CM frame as the Message it stands for (false: not one, or
+  // naming no connection of ours).
+  std::vector<std::uint8_t> ibta_frame_of(const transport::Endpoints& endpoints, const Message& m) const;
+  bool ibta_decode(const wire::ParsedFrame& frame, Message& out) const;
   // The frame of `m`, with the security extension when this side is secure.
   std::vector<std::uint8_t> frame_of(const transport::Endpoints& endpoints, const Message& m) const;
   // Security: the keys of the connection between client QPN `client_qpn`

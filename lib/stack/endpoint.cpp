@@ -311,6 +311,7 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   }
   cm_config.pkey = o.pkey;
   cm_config.queues = std::max<std::uint16_t>(o.queues, 1);
+  cm_config.ibta_cm = o.ibta_cm;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(
       [cm = e.cm.get()](std::uint64_t now, const wire::ParsedFrame& frame) { cm->on_frame(now, frame); });

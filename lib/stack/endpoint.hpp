@@ -75,6 +75,7 @@ struct EndpointConfig {
   std::uint16_t queues = 1;
   std::uint16_t queue = 0;
   std::shared_ptr<engine::Port> shared_port;
+  bool ibta_cm = false;  // cm::ManagerConfig::ibta_cm
 };
 
 // Starts EAL from the preset (its lcores, memory, hugepages and vdev, with

@@ -251,8 +251,20 @@ void RoceConnection::emit_cnp(Time now, TxBatch& out) {
 
 void RoceConnection::emit_acks(Time now, TxBatch& out) {
   if (cnp_pending_ && state_ == ConnectionState::ready) emit_cnp(now, out);
-  for (const PendingNak& nak : pending_naks_) emit_ack_frame(nak.syndrome, nak.psn, out);
+  bool covered = false;
+  for (const PendingNak& nak : pending_naks_) {
+    emit_ack_frame(nak.syndrome, nak.psn, out);
+    // A PSN sequence error NAK at e acknowledges e - 1 and everything
+    // before it (IBTA Vol. 1 9.7.5.2.1): a coalesced ACK of the same
+    // packets, due later, would say nothing new.
+    covered = covered || (nak.syndrome == wire::syndrome::nak_psn_sequence_error && nak.psn == expected_psn());
+  }
   pending_naks_.clear();
+  if (covered && state_ == ConnectionState::ready) {
+    unacked_packets_ = 0;
+    ack_now_ = false;
+    wheel_.cancel(ack_timer_);
+  }
   if (state_ != ConnectionState::ready || !ack_now_) return;
   // Cumulative: everything up to e - 1 has been carried out.
   emit_ack_frame(roce::ack_no_credits, (expected_psn() - 1) & wire::psn_mask, out);

@@ -49,6 +49,12 @@ MISTAKES = [
     (perf, ["--server", "--port", "net_memif0", "--local-ip", "10.0.0.2", "--max-connection-memory", "4096"],
      "metaroce-perf: --max-connection-memory 4096 is out of range: give 65536..1099511627776"),
     (perf, ["--mode", "rocev2", "--retry-count", "8"], "metaroce-perf: --retry-count 8 is out of range: give 0..7"),
+    (perf, ["--mode", "rocev2", "--cm", "rdma"],
+     "metaroce-perf: --cm 'rdma' is not a connection manager: give metaroce (the default) or ibta"),
+    (perf, ["--cm", "ibta"],
+     "metaroce-perf: --cm ibta is for --mode rocev2: the IBTA CM sets up standard RC connections only"),
+    (perf, ["--mode", "rocev2", "--cm", "ibta", "--secure", "--key-file", "k"],
+     "metaroce-perf: --cm ibta carries no security extension: drop --secure, or use --cm metaroce"),
     (perf, ["--client", "10.0.0.2", "--port", "net_memif0", "--local-ip", "10.0.0.1", "--mode", "rocev2",
             "--peer-qpn", "0x111"],
      "metaroce-perf: a connection set up by hand needs the peer's --peer-qpn and --peer-psn (it prints its own at "

@@ -11,7 +11,8 @@
 # Then perftest's out-of-band TCP exchange (--oob-port / --oob) over a
 # second veth pair with kernel addresses, captured: two 108-byte messages
 # in the documented format (doc/WIRE.md), client's first, carrying what
-# each end printed. Last, metaroce-gen -> metaroce-sink in rocev2 with
+# each end printed. Then --cm ibta: rdma_cm's IBTA CM messages (class
+# 0x07 REQ/REP/RTU/DREQ/DREP) on QP 1, as tshark decodes them. Last, metaroce-gen -> metaroce-sink in rocev2 with
 # --pkey and --qp-timeout at both ends: every message verified, the P_Key
 # on every data frame.
 # Root only (skips else); always cleans up. TAP.
@@ -125,7 +126,7 @@ fields() {
 pkeys() { fields "$1" "$2" infiniband.bth.p_key | sort -u | tr '\n' ' '; }
 frames() { fields "$1" "$2" infiniband.bth.opcode | wc -l; }
 
-echo "1..16"
+echo "1..19"
 CAPTURE=default capture_start
 run_pair default
 capture_stop
@@ -154,6 +155,26 @@ echo "# chosen: data-QP P_Keys: $(pkeys chosen 'infiniband.bth.destqp != 1')"
 check "every frame to a data QP carries P_Key 0x8123 (33059)" \
   "[ \$(frames chosen 'infiniband.bth.destqp != 1') -ge 1000 ] \
    && [ '$(pkeys chosen 'infiniband.bth.destqp != 1')' = '33059 ' ]"
+
+# The IBTA CM (--cm ibta at both ends): rdma_cm's REQ/REP/RTU, DREQ/DREP
+# (class 0x07) on QP 1, decoded by tshark's CM dissector.
+CAPTURE=ibta capture_start
+run_pair ibta --cm ibta
+capture_stop
+check "--cm ibta at both ends: 200 messages verified, both ends exit 0" \
+  "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
+   && grep -q 'closed: 200 messages checked, 0 wrong' '$work/ibta-server.out'"
+cm_classes=$(fields ibta 'infiniband.bth.destqp == 1' infiniband.mad.mgmtclass | sort -u | tr '\n' ' ')
+cm_attributes=$(fields ibta 'infiniband.bth.destqp == 1' infiniband.mad.attributeid | sort -u | tr '\n' ' ')
+rep_qpn=$(fields ibta 'infiniband.mad.attributeid == 0x0013' infiniband.cm.rep.localqpn | head -1)
+req_qpn=$(fields ibta 'infiniband.mad.attributeid == 0x0010' infiniband.cm.req.localqpn | head -1)
+req_mtu=$(fields ibta 'infiniband.mad.attributeid == 0x0010' infiniband.cm.req.pppmtu | head -1)
+echo "# ibta: QP 1 classes: $cm_classes; attributes: $cm_attributes; REQ QPN $req_qpn, REP QPN $rep_qpn, path MTU $req_mtu"
+check "every frame to QP 1 is an IBTA CM MAD (class 0x07): REQ, REP, RTU, DREQ, DREP" \
+  "[ '$cm_classes' = '0x07 ' ] && [ '$cm_attributes' = '0x0010 0x0013 0x0014 0x0015 0x0016 ' ]"
+check "the data goes to the QPN of the REP, the answers to the QPN of the REQ, at the REQ's path MTU (4096: 5)" \
+  "[ -n '$rep_qpn' ] && [ \$(frames ibta 'infiniband.bth.destqp == $rep_qpn') -ge 1000 ] \
+   && [ \$(frames ibta 'infiniband.bth.destqp == $req_qpn') -ge 1 ] && [ '$req_mtu' = 0x05 ]"
 
 # Set up by hand: the server first (it prints its buffer), then the client.
 CAPTURE=by-hand capture_start
