@@ -193,7 +193,7 @@ bool stack_config(const EndpointConfig& config, stack::EndpointConfig& c, std::s
   c.ibta_cm = config.ibta_cm;
   if (c.ibta_cm && !c.key_file.empty()) {
     error = "the IBTA CM carries no security extension: EndpointConfig::ibta_cm and a key file do not go together";
-    return nullptr;
+    return false;
   }
   if ((c.pkey & 0x7fff) == 0) {
     error = fmt::format("P_Key {:#06x} is invalid (its low 15 bits must not be 0): give 0xffff, the default "
