@@ -197,6 +197,9 @@ struct MetaroceConnection::RxPath {
   // path's source port, so it takes the route our own data on the path takes.
   static constexpr std::uint16_t no_route = 0xffff;
   std::uint16_t last_ack_route = no_route;  // the path that led our last ACK reporting this one
+  // acks_sent when a frame last arrived on the path: one quiet for more
+  // than quiet_acks ACKs (a dead plane or route of the peer's) leads none.
+  std::uint64_t acks_at_arrival = 0;
 
   [[nodiscard]] bool bit(std::uint32_t i) const noexcept { return (sack[i / 64] >> (i % 64)) & 1u; }
   void set(std::uint32_t i) noexcept { sack[i / 64] |= std::uint64_t{1} << (i % 64); }

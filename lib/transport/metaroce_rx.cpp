@@ -74,6 +74,7 @@ void MetaroceConnection::note_path_arrival(Time now, std::uint16_t path_id, cons
   }
   path.ts_echo = frame.mr_data.tsval;
   path.news = true;
+  path.acks_at_arrival = counters_.acks_sent;
   rx_started_ = true;
   if (receive_share_ != nullptr) {
     receive_share_->on_arrival(config_.local_qpn, static_cast<std::uint32_t>(frame.frame.size()), now);
@@ -345,6 +346,15 @@ void MetaroceConnection::complete_receives(RxStream& stream, std::uint16_t strea
 }
 
 std::uint16_t MetaroceConnection::ack_lead() const noexcept {
+  // First a usable path on which the peer's frames still arrive: one that
+  // has been quiet for two rounds of ACKs most likely crosses a plane or
+  // route that is dead for the peer (its data moved off it), and an ACK
+  // there would be lost too. Then any usable path.
+  const std::uint64_t quiet_acks = 2u * config_.paths;
+  for (std::uint32_t i = 0; i < config_.paths; ++i) {
+    const auto p = static_cast<std::uint16_t>((ack_path_cursor_ + i) % config_.paths);
+    if (usable(tx_paths_[p]) && counters_.acks_sent - rx_paths_[p].acks_at_arrival <= quiet_acks) return p;
+  }
   for (std::uint32_t i = 0; i < config_.paths; ++i) {
     const auto p = static_cast<std::uint16_t>((ack_path_cursor_ + i) % config_.paths);
     if (usable(tx_paths_[p])) return p;
@@ -358,7 +368,8 @@ std::uint16_t MetaroceConnection::ack_lead() const noexcept {
 // as many routes as its data, and each carries the state of every path
 // with news, so an ACK route that dies costs the ACKs it carried, not the
 // paths they reported; once a probe shows it (on_probe) the path moves to
-// another route. A path of ours that has failed leads no ACK.
+// another route. A path of ours that has failed leads no ACK, nor (while
+// another can) one quiet for two rounds of ACKs (ack_lead).
 void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
   const std::uint16_t lead = ack_lead();
   const std::uint16_t plane = ack_plane(static_cast<std::uint16_t>(lead % config_.planes));
