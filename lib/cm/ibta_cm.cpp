@@ -295,26 +295,7 @@ std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16
   std::array<std::uint8_t, mad_size> mad{};
   std::string error;
   if (!encode_mad(m, mad, error)) return {};
-  wire::FrameSpec s;
-  s.eth.src = e.local_mac;
-  s.eth.dst = e.peer_mac;
-  s.eth.vlan_present = e.vlan_present;
-  s.eth.vlan_tci = e.vlan_tci;
-  s.ip_version = e.ip_version;
-  s.ipv4.src = e.local_ipv4;
-  s.ipv4.dst = e.peer_ipv4;
-  s.ipv4.dscp = e.dscp;
-  s.ipv6.src = e.local_ipv6;
-  s.ipv6.dst = e.peer_ipv6;
-  s.ipv6.dscp = e.dscp;
-  s.udp.src_port = src_port;
-  s.bth.opcode = (wire::opcode::ud | wire::opcode::send_only);
-  s.bth.dest_qp = gsi_qpn;
-  s.deth.qkey = gsi_qkey;
-  s.deth.src_qp = gsi_qpn;
-  std::vector<std::uint8_t> frame(wire::headers_size(s) + mad.size() + wire::icrc_size);
-  frame.resize(wire::build_frame(s, mad, frame));
-  return frame;
+  return gsi_frame(e, src_port, mad);
 }
 
 bool encode_rdma_cm_private(const RdmaCmHeader& h, std::span<const std::uint8_t> user,

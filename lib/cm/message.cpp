@@ -233,6 +233,11 @@ std::vector<std::uint8_t> build_frame(const transport::Endpoints& e, std::uint16
     std::memcpy(x + ext_mac_at, mac.data(), mac.size());
   }
   const std::span<const std::uint8_t> payload(body.data(), secured ? body.size() : mad_size);
+  return gsi_frame(e, src_port, payload);
+}
+
+std::vector<std::uint8_t> gsi_frame(const transport::Endpoints& e, std::uint16_t src_port,
+                                    std::span<const std::uint8_t> payload) {
   wire::FrameSpec s;
   s.eth.src = e.local_mac;
   s.eth.dst = e.peer_mac;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,6 +153,11 @@ DecodeError decode(const wire::ParsedFrame& frame, Message& out);
 // `psk`.
 std::vector<std::uint8_t> build_frame(const transport::Endpoints& endpoints, std::uint16_t src_port,
                                       const Message& m, const secure::Psk* psk = nullptr);
+
+// A frame to the peer's QP 1 (UD SEND, the GSI Q_Key) carrying `payload`
+// (a MAD and what follows it): what build_frame and the IBTA CM send.
+std::vector<std::uint8_t> gsi_frame(const transport::Endpoints& endpoints, std::uint16_t src_port,
+                                    std::span<const std::uint8_t> payload);
 
 // True when `frame` (decoded with secured set) carries an HMAC that checks
 // under `psk`.
