@@ -17,18 +17,20 @@ namespace {
 constexpr std::size_t transaction_id_at = 8;
 constexpr std::size_t attribute_id_at = 16;
 
-// Offsets in the message, after the 24-byte header (IBTA 12.6).
+// Offsets in the message, after the 24-byte header (IBTA 12.6); the whole
+// layout, including fields this manager leaves 0.
 namespace req {
-constexpr std::size_t local_comm_id = 0, vendor_id = 5, service_id = 8, local_ca_guid = 16, local_qkey = 28,
-                      local_qpn = 32, responder_resources = 35, local_eecn = 36, initiator_depth = 39,
-                      remote_eecn = 40, timeouts_type_flow = 43, starting_psn = 44, local_timeout_retry = 47,
-                      pkey = 48, mtu_rdc_rnr = 50, max_retries_srq_ext = 51, primary = 52, alternate = 96,
-                      private_data = 140;
+[[maybe_unused]] constexpr std::size_t local_comm_id = 0, vendor_id = 5, service_id = 8, local_ca_guid = 16,
+                                       local_qkey = 28, local_qpn = 32, responder_resources = 35, local_eecn = 36,
+                                       initiator_depth = 39, remote_eecn = 40, timeouts_type_flow = 43,
+                                       starting_psn = 44, local_timeout_retry = 47, pkey = 48, mtu_rdc_rnr = 50,
+                                       max_retries_srq_ext = 51, primary = 52, alternate = 96, private_data = 140;
 }  // namespace req
 namespace rep {
-constexpr std::size_t local_comm_id = 0, remote_comm_id = 4, local_qkey = 8, local_qpn = 12, local_eecn = 16,
-                      starting_psn = 20, responder_resources = 24, initiator_depth = 25, delay_failover_flow = 26,
-                      rnr_srq = 27, local_ca_guid = 28, private_data = 36;
+[[maybe_unused]] constexpr std::size_t local_comm_id = 0, remote_comm_id = 4, local_qkey = 8, local_qpn = 12,
+                                       local_eecn = 16, starting_psn = 20, responder_resources = 24,
+                                       initiator_depth = 25, delay_failover_flow = 26, rnr_srq = 27,
+                                       local_ca_guid = 28, private_data = 36;
 }  // namespace rep
 namespace rej {
 constexpr std::size_t message_rejected = 8, info_length = 9, reason = 10, private_data = 84;
