@@ -56,4 +56,20 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
   }
 }
 
+void add_lanes_json(JsonLine& j, const char* side, const std::vector<LaneResult>& lanes) {
+  j.begin_array("lcores");
+  for (const LaneResult& l : lanes) {
+    j.begin_array_object();
+    j.add("side", side);
+    j.add("lcore", unsigned{l.lcore});
+    j.add("connections", l.connections);
+    j.add("messages", l.messages);
+    j.add("data_packets", l.data_packets);
+    j.add("rx_frames", l.rx_frames);
+    j.add("rx_misdirected", l.rx_misdirected);
+    j.end_object();
+  }
+  j.end_array();
+}
+
 }  // namespace metaroce::apps

@@ -36,4 +36,14 @@ void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connect
 void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
                        const std::vector<metaroce::CounterGroup>& endpoint);
 
+// One lane's (--lcores: a queue, host and connection manager per lcore)
+// share of a metaroce-gen or metaroce-sink run.
+struct LaneResult {
+  std::uint16_t lcore = 0;
+  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
+};
+// The "lcores" array of a summary, each lane's entry naming `side`
+// ("sender" or "receiver").
+void add_lanes_json(JsonLine& j, const char* side, const std::vector<LaneResult>& lanes);
+
 }  // namespace metaroce::apps

@@ -734,19 +734,7 @@ std::string gen_json(const GenOptions& o, const GenResult& r) {
     j.end_object();
   }
   j.end_array();
-  j.begin_array("lcores");
-  for (const LaneResult& l : r.lanes) {
-    j.begin_array_object();
-    j.add("side", "sender");
-    j.add("lcore", unsigned{l.lcore});
-    j.add("connections", l.connections);
-    j.add("messages", l.messages);
-    j.add("data_packets", l.data_packets);
-    j.add("rx_frames", l.rx_frames);
-    j.add("rx_misdirected", l.rx_misdirected);
-    j.end_object();
-  }
-  j.end_array();
+  add_lanes_json(j, "sender", r.lanes);
   add_counters_json(j, r.counters, r.endpoint);
   return std::move(j).finish();
 }

@@ -13,6 +13,7 @@
 #include <metaroce/counters.hpp>
 
 #include "common/latency_histogram.hpp"
+#include "common/run_control.hpp"
 #include "common/traffic_handshake.hpp"
 #include "metaroce-gen/gen_options.hpp"
 
@@ -45,10 +46,7 @@ struct ConnectionResult {
 
 // One lcore's share (--lcores): its connections, the messages they posted,
 // their first transmissions, the frames its queue received.
-struct LaneResult {
-  std::uint16_t lcore = 0;
-  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
-};
+using apps::LaneResult;
 
 struct GenResult {
   std::string error;  // the run could not start (port, EAL, connections)

@@ -12,6 +12,7 @@
 #include <metaroce/counters.hpp>
 
 #include "common/latency_histogram.hpp"
+#include "common/run_control.hpp"
 #include "common/traffic_handshake.hpp"
 #include "metaroce-sink/connection_verifier.hpp"
 #include "metaroce-sink/sink_options.hpp"
@@ -38,10 +39,7 @@ struct SessionResult {
 
 // One lcore's share (--lcores): its connections, the messages it verified,
 // the data packets they placed, the frames its queue received.
-struct LaneResult {
-  std::uint16_t lcore = 0;
-  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
-};
+using apps::LaneResult;
 
 struct SinkResult {
   std::string error;  // the sink could not start
