@@ -60,6 +60,7 @@ std::vector<std::uint8_t> decoded_fields(const ParsedFrame& f) {
   if (f.has(has_mr_data)) put([&](std::uint8_t* p) { encode(f.mr_data, p); }, mr_data_header_size);
   if (f.has(has_mr_write)) put([&](std::uint8_t* p) { encode(f.mr_write, p); }, mr_write_header_size);
   if (f.has(has_mr_send)) put([&](std::uint8_t* p) { encode(f.mr_send, p); }, mr_send_header_size);
+  if (f.has(has_mr_read)) put([&](std::uint8_t* p) { encode(f.mr_read, p); }, mr_read_header_size);
   if (f.has(has_mr_ack)) {
     put([&](std::uint8_t* p) { encode(f.mr_ack, p); }, mr_ack_header_size);
     for (std::size_t i = 0; i < f.mr_ack.path_count; ++i)
@@ -137,6 +138,7 @@ FrameSpec spec_of(const ParsedFrame& f, std::vector<MrPathAck>& path_acks) {
   spec.mr_data = f.mr_data;
   spec.mr_write = f.mr_write;
   spec.mr_send = f.mr_send;
+  spec.mr_read = f.mr_read;
   spec.mr_ack = f.mr_ack;
   path_acks.clear();
   if (f.has(has_mr_ack))
@@ -147,8 +149,8 @@ FrameSpec spec_of(const ParsedFrame& f, std::vector<MrPathAck>& path_acks) {
 
 // The original frame with the bits the parser ignores by design cleared, as
 // the builder writes them: IPv4's reserved flag, BTH reserved bits, DETH's
-// reserved byte, the MAH and path-block reserved bytes, CNP's reserved
-// bytes and the pad. Returns whether any bit had to be cleared.
+// reserved byte, the MAH and path-block reserved bytes, the top byte of
+// the MAH's 24-bit delivered PSN, CNP's reserved bytes and the pad. Returns whether any bit had to be cleared.
 bool normalize_ignored_bits(const ParsedFrame& f, std::vector<std::uint8_t>& bytes) {
   const std::vector<std::uint8_t> before = bytes;
   std::uint8_t* p = bytes.data();
@@ -165,6 +167,7 @@ bool normalize_ignored_bits(const ParsedFrame& f, std::vector<std::uint8_t>& byt
     // MAH: BTH then MAH directly (no other header precedes it).
     p[at + 2] = 0;
     p[at + 3] = 0;
+    p[at + 4] = 0;
     for (std::size_t i = 0; i < f.mr_ack.path_count; ++i) p[at + mr_ack_header_size + i * mr_path_ack_size + 1] = 0;
   }
   if (f.has(has_cnp_reserved)) std::memset(p + f.payload_offset - cnp_reserved_size, 0, cnp_reserved_size);

@@ -11,6 +11,8 @@
 #                               captures of one frame each, as classic pcap and
 #                               as pcapng (the decoder's two readers): short
 #                               inputs keep executions fast
+#   every target               also the inputs in tests/fuzz/regressions/<target>/,
+#                               each one that once broke the target
 #   OUTDIR/fuzz-neighbours/     an ARP request for the target's address, a
 #                               neighbour solicitation for it and an
 #                               advertisement, whole (mode byte 0)
@@ -161,3 +163,10 @@ for name, head, body in (('encrypt-64', 12 << 1, bth + bytes(range(64))),
 
 print('make_seeds: %d frames from %s into %s' % (count, ', '.join(os.path.basename(c) for c in captures), out))
 EOF
+
+# Inputs that once broke a target, run first on every fuzzing run.
+for dir in "$here"/regressions/*/; do
+  target=$(basename "$dir")
+  mkdir -p "$out/$target"
+  for input in "$dir"*; do cp "$input" "$out/$target/regression-$(basename "$input")"; done
+done
