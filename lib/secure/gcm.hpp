@@ -1,9 +1,9 @@
-// AES-GCM over one frame, through OpenSSL 3's EVP interface.
+// AES-GCM over one frame, through intel-ipsec-mb's direct GCM calls.
 //
-// A Gcm holds the key of one direction of one connection and two EVP
-// cipher contexts (one to seal, one to open) made once, when the key is
-// set: sealing or opening a frame sets only the nonce on a context that
-// already holds the key schedule, so no packet allocates.
+// A Gcm holds the key of one direction of one connection: its expanded AES
+// key and GHASH key powers, made once when the key is set. Sealing or
+// opening a frame is then one library call with the nonce, so no packet
+// allocates or looks anything up.
 //
 // Two protections, as PSP has them:
 //  - encrypt: the frame's first `header_bytes` are authenticated, the rest
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <span>
 
-using evp_cipher_ctx_st = struct evp_cipher_ctx_st;
+struct gcm_key_data;  // intel-ipsec-mb's expanded key
 
 namespace metaroce::secure {
 
@@ -49,13 +49,13 @@ class Gcm {
   Gcm& operator=(Gcm&& other) noexcept;
 
   // False (and no key held) when `key` is not key_bytes(algorithm) long or
-  // OpenSSL refuses the contexts.
+  // the library cannot start.
   [[nodiscard]] bool set_key(Algorithm algorithm, std::span<const std::uint8_t> key) noexcept;
-  [[nodiscard]] bool has_key() const noexcept { return seal_ctx_ != nullptr; }
+  [[nodiscard]] bool has_key() const noexcept { return key_ != nullptr; }
   [[nodiscard]] Algorithm algorithm() const noexcept { return algorithm_; }
 
   // The general form: `aad` authenticated, `data` encrypted in place.
-  // False only when no key is held or OpenSSL fails.
+  // False only when no key is held.
   [[nodiscard]] bool seal(const Nonce& nonce, std::span<const std::uint8_t> aad,
                           std::span<std::uint8_t> data, Tag& tag) noexcept;
   // True when the tag matches; `data` is then the plaintext. When it does
@@ -74,8 +74,7 @@ class Gcm {
  private:
   void release() noexcept;
 
-  evp_cipher_ctx_st* seal_ctx_ = nullptr;
-  evp_cipher_ctx_st* open_ctx_ = nullptr;
+  gcm_key_data* key_ = nullptr;
   Algorithm algorithm_ = Algorithm::aes128_gcm;
 };
 

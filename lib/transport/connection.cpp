@@ -89,7 +89,9 @@ bool Connection::set_security(const SecurityConfig& config, std::string& error) 
                        config.protection, config.rotate_after_frames) ||
       !opener->set_key(config.algorithm, std::span<const std::uint8_t>(config.rx_key.data(), n), config.rx_spi,
                        config.protection, secure::ReplayWindow::max_width)) {
-    error = "OpenSSL refused the connection's AES-GCM key (is libcrypto's default provider available?)";
+    error =
+        "the connection's AES-GCM key was refused: intel-ipsec-mb could not start, or OpenSSL could not derive "
+        "the next key epoch";
     return false;
   }
   sealer_ = std::move(sealer);

@@ -146,7 +146,7 @@ class alignas(64) Connection {
   }
   // From now on every frame sent is sealed with config.tx_key and every
   // frame received must open with config.rx_key; before the first frame
-  // either way. False (and the connection as it was) when OpenSSL refuses
+  // either way. False (and the connection as it was) when the library refuses
   // a key: `error` says why.
   bool set_security(const SecurityConfig& config, std::string& error);
   [[nodiscard]] bool secure() const noexcept { return sealer_ != nullptr; }

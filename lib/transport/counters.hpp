@@ -77,7 +77,7 @@ namespace metaroce::transport {
   X(secure_bad_spi, "frames dropped: their trailer names a key this connection does not hold") \
   X(secure_replayed, "frames dropped: their counter was seen before or is older than the replay window") \
   X(secure_bad_tag, "frames dropped: their tag does not match (forged, modified or another key's)") \
-  X(secure_seal_failures, "frames not sent: OpenSSL refused to seal them") \
+  X(secure_seal_failures, "frames not sent: sealing failed (the next key epoch could not be derived)") \
   X(secure_unknown_epoch, "frames dropped: their trailer names this connection's key in an epoch that is not the previous, current or next") \
   X(secure_epochs_sent, "key epochs the sender moved on to (SecurityConfig::rotate_after_frames frames per epoch)") \
   X(secure_epochs_received, "key epochs the receiver moved on to (the first good frame of the peer's next epoch)") \

@@ -1,6 +1,6 @@
 // lib/secure's cost per frame: seal and open of one frame (a 12-byte BTH
 // in the clear, then the payload) with AES-128-GCM, encrypted and
-// auth-only, and OpenSSL's own AES-128-GCM over one 1 MiB buffer, the
+// auth-only, and the library's own AES-128-GCM over one 1 MiB buffer, the
 // library's speed the frame path is set against. Last line: one JSON
 // object.
 #include <benchmark/benchmark.h>
