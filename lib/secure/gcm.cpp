@@ -84,37 +84,47 @@ bool Gcm::set_key(Algorithm algorithm, std::span<const std::uint8_t> key) noexce
 
 bool Gcm::seal(const Nonce& nonce, std::span<const std::uint8_t> aad, std::span<std::uint8_t> data,
                Tag& tag) noexcept {
-  if (key_ == nullptr) return false;
+  return seal_to(nonce, aad, data, data, tag);
+}
+
+bool Gcm::seal_to(const Nonce& nonce, std::span<const std::uint8_t> aad, std::span<const std::uint8_t> in,
+                  std::span<std::uint8_t> out, Tag& tag) noexcept {
+  if (key_ == nullptr || in.size() != out.size()) return false;
   IMB_MGR* m = manager();
   gcm_context_data ctx;
   if (algorithm_ == Algorithm::aes128_gcm)
-    IMB_AES128_GCM_ENC(m, key_, &ctx, data.data(), data.data(), data.size(), nonce.data(), aad.data(), aad.size(),
+    IMB_AES128_GCM_ENC(m, key_, &ctx, out.data(), in.data(), in.size(), nonce.data(), aad.data(), aad.size(),
                        tag.data(), tag_bytes);
   else
-    IMB_AES256_GCM_ENC(m, key_, &ctx, data.data(), data.data(), data.size(), nonce.data(), aad.data(), aad.size(),
+    IMB_AES256_GCM_ENC(m, key_, &ctx, out.data(), in.data(), in.size(), nonce.data(), aad.data(), aad.size(),
                        tag.data(), tag_bytes);
   return true;
 }
 
 bool Gcm::open(const Nonce& nonce, std::span<const std::uint8_t> aad, std::span<std::uint8_t> data,
                const Tag& tag) noexcept {
-  if (key_ == nullptr) return false;
+  return open_to(nonce, aad, data, data, tag);
+}
+
+bool Gcm::open_to(const Nonce& nonce, std::span<const std::uint8_t> aad, std::span<const std::uint8_t> in,
+                  std::span<std::uint8_t> out, const Tag& tag) noexcept {
+  if (key_ == nullptr || in.size() != out.size()) return false;
   IMB_MGR* m = manager();
   gcm_context_data ctx;
   Tag computed{};
   if (algorithm_ == Algorithm::aes128_gcm)
-    IMB_AES128_GCM_DEC(m, key_, &ctx, data.data(), data.data(), data.size(), nonce.data(), aad.data(), aad.size(),
+    IMB_AES128_GCM_DEC(m, key_, &ctx, out.data(), in.data(), in.size(), nonce.data(), aad.data(), aad.size(),
                        computed.data(), tag_bytes);
   else
-    IMB_AES256_GCM_DEC(m, key_, &ctx, data.data(), data.data(), data.size(), nonce.data(), aad.data(), aad.size(),
+    IMB_AES256_GCM_DEC(m, key_, &ctx, out.data(), in.data(), in.size(), nonce.data(), aad.data(), aad.size(),
                        computed.data(), tag_bytes);
   if (same_tag(computed, tag)) return true;
-  // A bad tag: the counter-mode keystream is its own inverse, so running the
-  // same nonce over the bytes again gives back exactly what was received.
-  // Only failing frames pay for it.
-  if (!data.empty()) {
+  // A bad tag in place: the counter-mode keystream is its own inverse, so
+  // running the same nonce over the bytes again gives back exactly what was
+  // received. Only failing frames pay for it.
+  if (!out.empty() && out.data() == in.data()) {
     Tag ignored{};
-    (void)seal(nonce, {}, data, ignored);
+    (void)seal(nonce, {}, out, ignored);
   }
   return false;
 }
@@ -126,11 +136,24 @@ bool Gcm::seal_frame(Protection protection, const Nonce& nonce, std::span<std::u
   return seal(nonce, frame.first(header_bytes), frame.subspan(header_bytes), tag);
 }
 
+bool Gcm::seal_frame_from(Protection protection, const Nonce& nonce, std::span<std::uint8_t> frame,
+                          std::size_t header_bytes, std::span<const std::uint8_t> plaintext, Tag& tag) noexcept {
+  if (protection == Protection::auth_only || header_bytes > frame.size()) return false;
+  return seal_to(nonce, frame.first(header_bytes), plaintext, frame.subspan(header_bytes), tag);
+}
+
 bool Gcm::open_frame(Protection protection, const Nonce& nonce, std::span<std::uint8_t> frame,
                      std::size_t header_bytes, const Tag& tag) noexcept {
-  if (protection == Protection::auth_only) return open(nonce, frame, {}, tag);
+  if (protection == Protection::auth_only) return open_to(nonce, frame, {}, {}, tag);
   if (header_bytes > frame.size()) header_bytes = frame.size();
   return open(nonce, frame.first(header_bytes), frame.subspan(header_bytes), tag);
+}
+
+bool Gcm::open_frame_to(Protection protection, const Nonce& nonce, std::span<const std::uint8_t> frame,
+                        std::size_t header_bytes, const Tag& tag, std::span<std::uint8_t> plaintext) noexcept {
+  if (protection == Protection::auth_only) return open_to(nonce, frame, {}, {}, tag);
+  if (header_bytes > frame.size()) header_bytes = frame.size();
+  return open_to(nonce, frame.first(header_bytes), frame.subspan(header_bytes), plaintext, tag);
 }
 
 }  // namespace metaroce::secure

@@ -58,18 +58,43 @@ class Gcm {
   // False only when no key is held.
   [[nodiscard]] bool seal(const Nonce& nonce, std::span<const std::uint8_t> aad,
                           std::span<std::uint8_t> data, Tag& tag) noexcept;
+  // The same, encrypting `in` into `out` (of in's size; they may be the
+  // same bytes): the copy and the encryption in one pass. False too when
+  // the sizes differ.
+  [[nodiscard]] bool seal_to(const Nonce& nonce, std::span<const std::uint8_t> aad,
+                             std::span<const std::uint8_t> in, std::span<std::uint8_t> out, Tag& tag) noexcept;
   // True when the tag matches; `data` is then the plaintext. When it does
   // not match, `data` is left exactly as given.
   [[nodiscard]] bool open(const Nonce& nonce, std::span<const std::uint8_t> aad,
                           std::span<std::uint8_t> data, const Tag& tag) noexcept;
+  // The same, decrypting `in` into `out` (of in's size; the two may be the
+  // same bytes, as open() has them): when the tag does not match, `in` is
+  // untouched and `out` holds nothing to read. False too when the sizes
+  // differ.
+  [[nodiscard]] bool open_to(const Nonce& nonce, std::span<const std::uint8_t> aad,
+                             std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
+                             const Tag& tag) noexcept;
 
   // One frame: see the file comment. `header_bytes` is clamped to the frame.
   [[nodiscard]] bool seal_frame(Protection protection, const Nonce& nonce,
                                 std::span<std::uint8_t> frame, std::size_t header_bytes,
                                 Tag& tag) noexcept;
+  // One encrypted frame whose bytes after `header_bytes` are still to be
+  // written: `plaintext` (exactly that many bytes, elsewhere in memory) is
+  // encrypted into them. False with auth_only, which needs the bytes in
+  // the frame.
+  [[nodiscard]] bool seal_frame_from(Protection protection, const Nonce& nonce,
+                                     std::span<std::uint8_t> frame, std::size_t header_bytes,
+                                     std::span<const std::uint8_t> plaintext, Tag& tag) noexcept;
   [[nodiscard]] bool open_frame(Protection protection, const Nonce& nonce,
                                 std::span<std::uint8_t> frame, std::size_t header_bytes,
                                 const Tag& tag) noexcept;
+  // One frame opened without writing it: encrypt puts the plaintext of the
+  // bytes after `header_bytes` into `plaintext` (exactly that many bytes);
+  // auth_only writes nothing (`plaintext` may be empty).
+  [[nodiscard]] bool open_frame_to(Protection protection, const Nonce& nonce,
+                                   std::span<const std::uint8_t> frame, std::size_t header_bytes,
+                                   const Tag& tag, std::span<std::uint8_t> plaintext) noexcept;
 
  private:
   void release() noexcept;

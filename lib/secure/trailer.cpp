@@ -103,7 +103,20 @@ bool Sealer::rotate() noexcept {
 }
 
 bool Sealer::seal(std::span<std::uint8_t> frame, std::size_t header_bytes) noexcept {
+  return seal_any(frame, header_bytes, {}, false);
+}
+
+bool Sealer::seal_from(std::span<std::uint8_t> frame, std::size_t header_bytes,
+                       std::span<const std::uint8_t> plaintext) noexcept {
+  return seal_any(frame, header_bytes, plaintext, true);
+}
+
+bool Sealer::seal_any(std::span<std::uint8_t> frame, std::size_t header_bytes, std::span<const std::uint8_t> plaintext,
+                      bool from) noexcept {
   if (frame.size() < trailer_bytes || !gcm_.has_key()) return false;
+  if (from && (protection_ != Protection::encrypt || header_bytes > frame.size() - trailer_bytes ||
+               plaintext.size() != frame.size() - trailer_bytes - header_bytes))
+    return false;
   if (next_ > rotate_after_ && !rotate()) return false;
   const std::size_t region = frame.size() - trailer_bytes;
   std::uint8_t* t = frame.data() + region;
@@ -112,7 +125,9 @@ bool Sealer::seal(std::span<std::uint8_t> frame, std::size_t header_bytes) noexc
   Nonce nonce;
   std::memcpy(nonce.data(), t, nonce_bytes);
   Tag tag;
-  if (!gcm_.seal_frame(protection_, nonce, frame.first(region), header_bytes, tag)) return false;
+  const bool sealed = from ? gcm_.seal_frame_from(protection_, nonce, frame.first(region), header_bytes, plaintext, tag)
+                           : gcm_.seal_frame(protection_, nonce, frame.first(region), header_bytes, tag);
+  if (!sealed) return false;
   std::memcpy(t + nonce_bytes, tag.data(), tag_bytes);
   ++next_;
   ++sent_;
@@ -154,6 +169,15 @@ bool Opener::set_key(Algorithm a, std::span<const std::uint8_t> key, std::uint32
 OpenResult Opener::open(std::span<std::uint8_t> frame, std::size_t header_bytes) noexcept {
   if (frame.size() < trailer_bytes) return OpenResult::no_trailer;
   const std::size_t region = frame.size() - trailer_bytes;
+  header_bytes = std::min(header_bytes, region);
+  // In place: the plaintext is written over the ciphertext it comes from.
+  return open_to(frame, header_bytes, frame.subspan(header_bytes, region - header_bytes));
+}
+
+OpenResult Opener::open_to(std::span<const std::uint8_t> frame, std::size_t header_bytes,
+                           std::span<std::uint8_t> plaintext) noexcept {
+  if (frame.size() < trailer_bytes) return OpenResult::no_trailer;
+  const std::size_t region = frame.size() - trailer_bytes;
   const std::uint8_t* t = frame.data() + region;
   const auto spi = static_cast<std::uint32_t>(load_be(t, 4));
   Epoch& cur = epochs_[current_];
@@ -173,7 +197,8 @@ OpenResult Opener::open(std::span<std::uint8_t> frame, std::size_t header_bytes)
   std::memcpy(nonce.data(), t, nonce_bytes);
   Tag tag;
   std::memcpy(tag.data(), t + nonce_bytes, tag_bytes);
-  if (!e.gcm.open_frame(protection_, nonce, frame.first(region), header_bytes, tag)) return OpenResult::bad_tag;
+  if (!e.gcm.open_frame_to(protection_, nonce, frame.first(region), header_bytes, tag, plaintext))
+    return OpenResult::bad_tag;
   e.window.mark(counter);
   if (which == next) {
     // The peer moved on: the next epoch becomes current, the old current

@@ -85,12 +85,21 @@ class Sealer {
   // when encrypting. Writes the trailer; false without a key (or when the
   // next epoch's key cannot be derived).
   [[nodiscard]] bool seal(std::span<std::uint8_t> frame, std::size_t header_bytes) noexcept;
+  // The same for an encrypted frame whose payload is not in it yet:
+  // `plaintext` (the region's size less header_bytes) is encrypted into
+  // the frame after its headers, the copy and the encryption in one pass.
+  // False with auth_only.
+  [[nodiscard]] bool seal_from(std::span<std::uint8_t> frame, std::size_t header_bytes,
+                               std::span<const std::uint8_t> plaintext) noexcept;
   [[nodiscard]] std::uint64_t sent() const noexcept { return sent_; }  // every epoch
   [[nodiscard]] std::uint32_t spi() const noexcept { return spi_; }     // the current epoch's
   [[nodiscard]] std::uint64_t rotations() const noexcept { return rotations_; }
 
  private:
   [[nodiscard]] bool rotate() noexcept;
+  // Both seals: `plaintext` empty for in place.
+  [[nodiscard]] bool seal_any(std::span<std::uint8_t> frame, std::size_t header_bytes,
+                              std::span<const std::uint8_t> plaintext, bool from) noexcept;
 
   Gcm gcm_;
   std::array<std::uint8_t, max_key_bytes> key_{};
@@ -110,6 +119,12 @@ class Opener {
   // `frame` is the protected region followed by its trailer. On ok the
   // region holds the plaintext.
   [[nodiscard]] OpenResult open(std::span<std::uint8_t> frame, std::size_t header_bytes) noexcept;
+  // The same without writing the frame: with encrypt, on ok `plaintext`
+  // (exactly the region's size less header_bytes) holds the plaintext of
+  // the bytes after the headers; on any other result it holds nothing to
+  // read. With auth_only nothing is written (`plaintext` may be empty).
+  [[nodiscard]] OpenResult open_to(std::span<const std::uint8_t> frame, std::size_t header_bytes,
+                                   std::span<std::uint8_t> plaintext) noexcept;
   // The current epoch's window.
   [[nodiscard]] const ReplayWindow& window() const noexcept { return epochs_[current_].window; }
   [[nodiscard]] std::uint32_t spi() const noexcept { return epochs_[current_].spi; }

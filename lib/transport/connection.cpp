@@ -109,17 +109,16 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
   const std::size_t to = std::size_t{frame.secure_trailer_offset} + wire::secure_trailer_size;
   const std::size_t header_bytes = std::size_t{frame.payload_offset} - from;
   const bool encrypted = protection_ == secure::Protection::encrypt;
-  std::span<std::uint8_t> region;
+  // Encrypted: the payload and pad are decrypted from the frame straight
+  // into secure_rx_ (the frame itself is never written). Authentication
+  // only writes nothing.
+  std::span<std::uint8_t> plaintext;
   if (encrypted) {
-    secure_rx_.assign(frame.frame.begin() + static_cast<std::ptrdiff_t>(from),
-                      frame.frame.begin() + static_cast<std::ptrdiff_t>(to));
-    region = std::span<std::uint8_t>(secure_rx_);
-  } else {
-    // Authentication only reads the region (Gcm::open_frame writes only
-    // what it decrypts, and here it decrypts nothing).
-    region = std::span<std::uint8_t>(const_cast<std::uint8_t*>(frame.frame.data()) + from, to - from);
+    const std::size_t n = to - from - wire::secure_trailer_size - header_bytes;
+    if (secure_rx_.size() < n) secure_rx_.resize(n);  // grows once: no zero fill per frame
+    plaintext = std::span<std::uint8_t>(secure_rx_.data(), n);
   }
-  switch (opener_->open(region, header_bytes)) {
+  switch (opener_->open_to(frame.frame.subspan(from, to - from), header_bytes, plaintext)) {
     case secure::OpenResult::ok: break;
     case secure::OpenResult::no_trailer: ++counters_.secure_no_trailer; return;
     case secure::OpenResult::wrong_spi: ++counters_.secure_bad_spi; return;
@@ -134,7 +133,7 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
     return;
   }
   wire::ParsedFrame opened = frame;
-  opened.payload = wire::ByteSpan(secure_rx_.data() + header_bytes, frame.payload.size());
+  opened.payload = wire::ByteSpan(secure_rx_.data(), frame.payload.size());
   on_checked_frame(now, opened);
 }
 
@@ -143,10 +142,17 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
 // to the pad is sealed (its headers clear, its payload encrypted unless
 // auth-only) and the ICRC computed again over the whole.
 void Connection::seal_frames(TxBatch& out, std::size_t start) {
+  const bool encrypted = protection_ == secure::Protection::encrypt;
   for (std::size_t i = start; i < out.size();) {
+    // An encrypted frame whose payload is attached and needs no pad: its
+    // payload is encrypted from the application's memory straight into
+    // the frame, so it is read once (no copy, then a pass over the copy).
+    const wire::ByteSpan attached = out[i].payload;
+    const bool kept_pad = !out[i].unsealed && out[i].trailer_len > wire::icrc_size;
+    const bool encrypt_from = encrypted && !attached.empty() && !kept_pad;
     // The frame as built, its ICRC left out, with room for the trailer
     // and the new ICRC after it.
-    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes + wire::icrc_size);
+    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes + wire::icrc_size, !encrypt_from);
     const std::size_t len = room.size() - wire::icrc_size;  // through the trailer
     std::uint8_t* f = room.data();
     // Its offsets, read before its lengths change (the parser stops where
@@ -166,8 +172,13 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
       std::uint8_t* udp = f + p.l4_offset;
       wire::store_be16(udp + 4, static_cast<std::uint16_t>(wire::load_be16(udp + 4) + secure::trailer_bytes));
     }
-    if (!parsed || !sealer_->seal(std::span<std::uint8_t>(f + p.bth_offset, len - p.bth_offset),
-                                  std::size_t{p.payload_offset} - p.bth_offset)) {
+    bool sealed = false;
+    if (parsed) {
+      const std::span<std::uint8_t> region(f + p.bth_offset, len - p.bth_offset);
+      const std::size_t header_bytes = std::size_t{p.payload_offset} - p.bth_offset;
+      sealed = encrypt_from ? sealer_->seal_from(region, header_bytes, attached) : sealer_->seal(region, header_bytes);
+    }
+    if (!sealed) {
       ++counters_.secure_seal_failures;
       out.remove(i);  // never unauthenticated: the peer would drop it; the sender resends what it carried
       continue;

@@ -302,7 +302,7 @@ class alignas(64) Connection {
   std::unique_ptr<secure::Sealer> sealer_;  // null: no security, nothing checked or added
   std::unique_ptr<secure::Opener> opener_;
   secure::Protection protection_ = secure::Protection::encrypt;
-  std::vector<std::uint8_t> secure_rx_;  // an encrypted frame's protected region, opened
+  std::vector<std::uint8_t> secure_rx_;  // an encrypted frame's payload and pad, opened (only grows)
 
   friend class ReadyList;
   friend class BlockPool;

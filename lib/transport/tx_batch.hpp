@@ -118,10 +118,13 @@ class TxBatch {
 
   // Packet i copied whole into fresh room of the arena, but for its ICRC
   // (when it has one), with `extra` bytes of room after it: how a secure
-  // connection rebuilds a packet as its sealed form. The room is valid
-  // until the next call; finish_rebuild(i, len, icrc) then makes packet i
-  // its first `len` bytes followed by `icrc` (its plane and port kept).
-  std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra) {
+  // connection rebuilds a packet as its sealed form. With `copy_payload`
+  // false the room is the same size but only the headers are copied: the
+  // caller writes the attached payload itself (encrypting it as it goes).
+  // The room is valid until the next call; finish_rebuild(i, len, icrc)
+  // then makes packet i its first `len` bytes followed by `icrc` (its
+  // plane and port kept).
+  std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra, bool copy_payload = true) {
     const TxDescriptor& old = packets_[i];
     const std::size_t kept_trailer = old.unsealed ? 0 : old.trailer_len - wire::icrc_size;
     const std::size_t n = old.header_len + old.payload.size() + kept_trailer;
@@ -130,7 +133,7 @@ class TxBatch {
     std::uint8_t* out = room.data();
     std::copy_n(arena_.data() + d.header_offset, d.header_len, out);
     out += d.header_len;
-    if (!d.payload.empty()) std::copy_n(d.payload.data(), d.payload.size(), out);
+    if (copy_payload && !d.payload.empty()) std::copy_n(d.payload.data(), d.payload.size(), out);
     out += d.payload.size();
     std::copy_n(d.trailer.data(), kept_trailer, out);
     return std::span<std::uint8_t>(room.data(), n + extra);

@@ -61,6 +61,38 @@ TEST(SecureTrailer, RoundTripBothProtections) {
   }
 }
 
+// open_to: the frame is never written; encrypted, the plaintext of the
+// payload lands in the caller's buffer, and a failing frame leaves the
+// frame and the replay window as they were.
+TEST(SecureTrailer, OpenToLeavesTheFrameAndFillsOnlyThePlaintext) {
+  for (Protection p : {Protection::encrypt, Protection::auth_only}) {
+    Pair pair(p);
+    auto f = frame_of(100, 5);
+    const auto clear = f;
+    ASSERT_TRUE(pair.tx.seal(f, header));
+    auto tampered = f;
+    tampered[header + 7] ^= 0x04;
+    const auto tampered_copy = tampered;
+    std::vector<std::uint8_t> plaintext(p == Protection::encrypt ? 100 : 0);
+    EXPECT_EQ(pair.rx.open_to(tampered, header, plaintext), OpenResult::bad_tag) << to_string(p);
+    EXPECT_EQ(tampered, tampered_copy);
+    EXPECT_EQ(pair.rx.window().highest(), 0u);
+    const auto sealed = f;
+    ASSERT_EQ(pair.rx.open_to(f, header, plaintext), OpenResult::ok) << to_string(p);
+    EXPECT_EQ(f, sealed);
+    if (p == Protection::encrypt) {
+      EXPECT_TRUE(std::equal(plaintext.begin(), plaintext.end(), clear.begin() + header)) << to_string(p);
+      // A plaintext buffer of the wrong size is refused as a bad tag, and
+      // the counter stays unseen: the same frame then opens.
+      Pair again(p);
+      std::vector<std::uint8_t> small(99);
+      EXPECT_EQ(again.rx.open_to(f, header, small), OpenResult::bad_tag);
+      EXPECT_EQ(again.rx.open_to(f, header, plaintext), OpenResult::ok);
+    }
+    EXPECT_EQ(pair.rx.open_to(f, header, plaintext), OpenResult::replayed);
+  }
+}
+
 TEST(SecureTrailer, EachForgeryHasItsOwnResultAndMovesNothing) {
   for (Protection p : {Protection::encrypt, Protection::auth_only}) {
     Pair pair(p);
