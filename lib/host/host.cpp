@@ -81,20 +81,23 @@ bool Host::remove_connection(std::uint32_t local_qpn) {
 // connections, a frame for one of them is parsed again with the trailer;
 // when that fails the frame goes to the connection as parsed without,
 // which drops it as having no trailer.
-void Host::reparse_secure(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
-                          wire::ParsedFrame& parsed, wire::ParseError& e) const {
-  wire::ParseOptions with = options;
-  with.secure_trailer = true;
-  wire::ParsedFrame trailed;
-  const wire::ParseError te = wire::parse_frame(frame, trailed, with);
-  const std::uint32_t qpn = e == wire::ParseError::ok ? parsed.bth.dest_qp : trailed.bth.dest_qp;
-  if (e != wire::ParseError::ok && te != wire::ParseError::ok) return;
-  const auto it = connections_.find(qpn);
-  if (it == connections_.end() || !it->second->secure()) return;
-  if (te == wire::ParseError::ok) {
-    parsed = trailed;
-    e = te;
+wire::ParseError Host::parse_for_connection(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
+                                            wire::ParsedFrame& parsed) const {
+  // A secure connection's frames end in a trailer before the ICRC: parse
+  // them with it. A frame of such a connection that does not parse so
+  // (one without a trailer, say) is parsed as it is, for the connection
+  // to count (secure_no_trailer) or the parser to name what is wrong.
+  std::uint32_t qpn = 0;
+  if (wire::peek_dest_qp(frame, qpn)) {
+    const auto it = connections_.find(qpn);
+    if (it != connections_.end() && it->second->secure()) {
+      wire::ParseOptions with = options;
+      with.secure_trailer = true;
+      if (wire::parse_frame(frame, parsed, with) == wire::ParseError::ok) return wire::ParseError::ok;
+      parsed = wire::ParsedFrame{};
+    }
   }
+  return wire::parse_frame(frame, parsed, options);
 }
 
 bool Host::set_security(std::uint32_t local_qpn, const transport::SecurityConfig& config, std::string& error) {
@@ -118,8 +121,8 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
     return;
   }
   wire::ParsedFrame parsed;
-  wire::ParseError e = wire::parse_frame(frame, parsed, options);
-  if (secure_connections_ != 0) reparse_secure(frame, options, parsed, e);
+  const wire::ParseError e = secure_connections_ != 0 ? parse_for_connection(frame, options, parsed)
+                                                      : wire::parse_frame(frame, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
     return;

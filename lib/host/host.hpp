@@ -223,8 +223,11 @@ class alignas(64) Host {
   [[nodiscard]] std::size_t connection_memory_bytes() const noexcept;
 
  private:
-  void reparse_secure(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
-                      wire::ParsedFrame& parsed, wire::ParseError& e) const;
+  // With secure connections on this host: parses with the secure trailer
+  // when the frame's destination QP is a secure connection's.
+  [[nodiscard]] wire::ParseError parse_for_connection(std::span<const std::uint8_t> frame,
+                                                      const wire::ParseOptions& options,
+                                                      wire::ParsedFrame& parsed) const;
   void poll_connections(std::uint64_t now, FrameSink& sink);
   void send_neighbour_frames(std::uint64_t now, FrameSink& sink);
   // Frame i of batch_ could not be taken: copy it aside.

@@ -185,6 +185,25 @@ EthernetHeader ParsedFrame::ethernet() const noexcept {
   return h;
 }
 
+bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept {
+  const std::uint8_t* p = frame.data();
+  if (frame.size() < ethernet_header_size) return false;
+  std::size_t l3 = ethernet_header_size;
+  std::uint16_t ethertype = load_be16(p + 12);
+  if (ethertype == ethertype_vlan) {
+    if (frame.size() < ethernet_header_size + vlan_tag_size) return false;
+    ethertype = load_be16(p + 16);
+    l3 += vlan_tag_size;
+  }
+  std::size_t bth;
+  if (ethertype == ethertype_ipv4) bth = l3 + ipv4_header_size + udp_header_size;
+  else if (ethertype == ethertype_ipv6) bth = l3 + ipv6_header_size + udp_header_size;
+  else return false;
+  if (frame.size() < bth + bth_size) return false;
+  qpn = load_be32(p + bth + 4) & qpn_mask;
+  return true;
+}
+
 ParseError parse_frame(ByteSpan frame, ParsedFrame& out, ParseOptions options) noexcept {
   const std::uint8_t* p = frame.data();
   const std::size_t len = frame.size();

@@ -184,6 +184,12 @@ struct ParseOptions {
   bool secure_trailer = false;
 };
 
+// The BTH's destination QP, read from where parse_frame would find it
+// (one optional 802.1Q tag; IPv4 without options, or IPv6; UDP) without
+// checking anything else: for choosing how to parse. False when the frame
+// is not IP or too short to hold a BTH there.
+[[nodiscard]] bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept;
+
 // Parses a contiguous frame. On error, `out` holds what was decoded before
 // the failing check (for diagnostics) and the reason is returned.
 [[nodiscard]] ParseError parse_frame(ByteSpan frame, ParsedFrame& out,

@@ -128,6 +128,31 @@ TEST(Frame, EverySampleRoundTrips) {
 
 // Each truncation, into an exactly-sized buffer (so ASan sees any overread),
 // is "truncated": the IP length check catches every cut after the IP header.
+// peek_dest_qp reads the QPN parse_frame decodes, for every sample (both
+// IP versions, with and without a VLAN tag), and refuses every frame too
+// short to hold the BTH there.
+TEST(Frame, PeekedDestinationQpIsTheParsedOne) {
+  std::mt19937_64 rng(12);
+  for (FrameSpec spec : metaroce::test::all_sample_specs()) {
+    spec.bth.dest_qp = static_cast<std::uint32_t>(rng() & qpn_mask);
+    const auto frame = build(spec, 0);
+    ParsedFrame p;
+    ASSERT_EQ(parse_frame(frame, p, ParseOptions{.verify_ip_checksum = false, .verify_icrc = false}),
+              ParseError::ok);
+    std::uint32_t qpn = 0;
+    ASSERT_TRUE(peek_dest_qp(frame, qpn));
+    EXPECT_EQ(qpn, spec.bth.dest_qp);
+    const std::size_t bth_end = std::size_t{p.bth_offset} + bth_size;
+    EXPECT_FALSE(peek_dest_qp(ByteSpan(frame.data(), bth_end - 1), qpn));
+    EXPECT_TRUE(peek_dest_qp(ByteSpan(frame.data(), bth_end), qpn));
+  }
+  std::vector<std::uint8_t> arp(64, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  std::uint32_t qpn = 0;
+  EXPECT_FALSE(peek_dest_qp(arp, qpn));
+}
+
 TEST(Frame, EveryTruncationIsRejected) {
   for (const auto& frame : metaroce::test::sample_frames()) {
     for (std::size_t len = 0; len < frame.size(); ++len) {
