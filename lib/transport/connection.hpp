@@ -150,6 +150,15 @@ class alignas(64) Connection {
   // a key: `error` says why.
   bool set_security(const SecurityConfig& config, std::string& error);
   [[nodiscard]] bool secure() const noexcept { return sealer_ != nullptr; }
+  // The ICRC of a frame built to be sent, over its bytes from the IP
+  // header on (`pieces`, in order): 0 for a secure connection, whose
+  // frames get theirs once sealed.
+  [[nodiscard]] std::uint32_t icrc_unless_secure(std::span<const wire::ByteSpan> pieces) const noexcept {
+    return secure() ? 0u : wire::compute_icrc(pieces);
+  }
+  [[nodiscard]] std::uint32_t icrc_unless_secure(wire::ByteSpan from_l3) const noexcept {
+    return icrc_unless_secure(std::span<const wire::ByteSpan>(&from_l3, 1));
+  }
   // True when poll() has something to send right now (it stopped at its
   // burst limit, or a timer or an arrival made work); the owner should call
   // it again without waiting.

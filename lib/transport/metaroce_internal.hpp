@@ -12,15 +12,17 @@
 namespace metaroce::transport {
 
 // Commits a frame without payload built from `spec` (an ACK, a READ or
-// atomic request), its ICRC computed here. Returns its size with the ICRC.
-inline std::size_t commit_header_frame(const wire::FrameSpec& spec, TxBatch& out) {
+// atomic request), its ICRC computed here unless `icrc` is false (a secure
+// connection's frame, whose ICRC is computed once it is sealed). Returns
+// its size with the ICRC.
+inline std::size_t commit_header_frame(const wire::FrameSpec& spec, TxBatch& out, bool icrc) {
   const std::size_t size = wire::headers_size(spec);
   const std::span<std::uint8_t> h = out.header_space(size);
   wire::build_headers(spec, 0, h);
   const std::size_t l3 = spec.eth.size();
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len =
-      wire::build_trailer(0, wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)), trailer);
+      wire::build_trailer(0, icrc ? wire::compute_icrc(wire::ByteSpan(h.data() + l3, size - l3)) : 0u, trailer);
   out.commit(size, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   return size + trailer_len;
 }

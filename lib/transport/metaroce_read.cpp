@@ -200,7 +200,7 @@ std::size_t MetaroceConnection::send_request_packet(Time now, std::uint64_t rel,
   spec.mr_write = wire::MrWriteHeader{r.remote_addr, r.rkey, static_cast<std::uint32_t>(r.length), 0};
   spec.atomic_eth = wire::AtomicEth{r.remote_addr, r.rkey, r.swap_add, r.compare};
   spec.mr_read = wire::MrReadHeader{reinterpret_cast<std::uintptr_t>(r.local_addr), r.lkey};
-  return commit_header_frame(spec, out);
+  return commit_header_frame(spec, out, !secure());
 }
 
 }  // namespace metaroce::transport

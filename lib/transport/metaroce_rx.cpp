@@ -387,7 +387,7 @@ void MetaroceConnection::emit_acks(Time now, TxBatch& out) {
       hint_generation_ = receive_share_->generation();
     }
     spec.mr_path_acks = paths;
-    commit_header_frame(spec, out);
+    commit_header_frame(spec, out, !secure());
     ++counters_.acks_sent;
   };
 

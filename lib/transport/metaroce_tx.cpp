@@ -442,7 +442,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
           wire::ByteSpan(zeros.data(), pad)};
       std::array<std::uint8_t, 8> trailer{};
       // (A secure connection computes the ICRC when it seals the frame.)
-      const std::size_t trailer_len = wire::build_trailer(pad, secure() ? 0u : wire::compute_icrc(pieces), trailer);
+      const std::size_t trailer_len = wire::build_trailer(pad, icrc_unless_secure(pieces), trailer);
       out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
     }
     wire_bytes = t.size() + pkt.length + pad + wire::icrc_size;
@@ -487,7 +487,7 @@ bool MetaroceConnection::send_probe(Time now, std::uint16_t path_id, TxBatch& ou
   wire::encode(data, h.data() + t.ext_offset());
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())),
+      0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())),
       trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   path.seq_slot[seq % wire::sack_bits] = TxPath::probe;
@@ -559,7 +559,7 @@ void MetaroceConnection::poll_frames(Time now, TxBatch& out) {
     }
     paced(now, send_data_packet(now, rel, static_cast<std::uint16_t>(path), out));
   }
-  out.seal(start);
+  if (!secure()) out.seal(start);  // a secure connection's ICRCs are computed once its frames are sealed
   out.set_route(0, 0);  // the next connection's frames: plane 0 unless it says otherwise
   if (out.size() - start >= burst_limit) request_poll();
 }

@@ -37,7 +37,7 @@ std::size_t RoceConnection::send_request_packet(Time now, std::uint64_t rel, con
   }
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+      0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   if (rel < snd_max_) {
     ++counters_.retransmitted_packets;
@@ -225,7 +225,7 @@ void RoceConnection::emit_answers(Time now, TxBatch& out) {
       wire::encode(aeth, h.data() + t.ext_offset());
       wire::store_be64(h.data() + t.ext_offset() + wire::aeth_size, a.old);
       const std::size_t trailer_len = wire::build_trailer(
-          0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+          0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
       out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
       paced(now, t.size() + trailer_len);
       if (!a.duplicate) --original_answers_;
@@ -253,7 +253,7 @@ void RoceConnection::emit_answers(Time now, TxBatch& out) {
     wire::store_le32(at + len, 0);  // the pad, 0 to 3 bytes
     const std::size_t frame_len = t.size() + len + pad;
     const std::size_t trailer_len = wire::build_trailer(
-        0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), frame_len - t.l3_offset())), trailer);
+        0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), frame_len - t.l3_offset())), trailer);
     out.commit(frame_len, {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
     paced(now, frame_len + trailer_len);
     ++counters_.data_packets_sent;

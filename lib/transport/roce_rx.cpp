@@ -230,7 +230,7 @@ void RoceConnection::emit_ack_frame(std::uint8_t syndrome, std::uint32_t psn, Tx
   wire::encode(wire::Aeth{syndrome, completed_msn_ & 0x00ff'ffffu}, h.data() + t.ext_offset());
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+      0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   ++counters_.acks_sent;
 }
@@ -241,7 +241,7 @@ void RoceConnection::emit_cnp(Time now, TxBatch& out) {
   t.stamp(h, 0, 0, false);
   std::array<std::uint8_t, 8> trailer{};
   const std::size_t trailer_len = wire::build_trailer(
-      0, wire::compute_icrc(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
+      0, icrc_unless_secure(wire::ByteSpan(h.data() + t.l3_offset(), t.size() - t.l3_offset())), trailer);
   out.commit(t.size(), {}, std::span<const std::uint8_t>(trailer.data(), trailer_len));
   ++counters_.cnps_sent;
   cnp_pending_ = false;

@@ -106,7 +106,7 @@ std::size_t RoceConnection::send_data_packet(Time now, std::uint64_t rel, TxBatc
       wire::ByteSpan(zeros.data(), pad)};
   std::array<std::uint8_t, 8> trailer{};
   // (A secure connection computes the ICRC when it seals the frame.)
-  const std::size_t trailer_len = wire::build_trailer(pad, secure() ? 0u : wire::compute_icrc(pieces), trailer);
+  const std::size_t trailer_len = wire::build_trailer(pad, icrc_unless_secure(pieces), trailer);
   out.commit(t.size(), payload, std::span<const std::uint8_t>(trailer.data(), trailer_len));
 
   if (rel < snd_max_) {
