@@ -12,6 +12,7 @@
 #include "engine/port.hpp"
 #include "engine/steering.hpp"
 #include "wire/byte_order.hpp"
+#include "wire/frame.hpp"
 
 namespace metaroce::engine {
 
@@ -191,7 +192,7 @@ std::uint16_t EngineHost::hand_off(rte_mbuf** rx, std::uint16_t n) {
     rte_mbuf* m = rx[i];
     std::uint32_t qpn = 0;
     std::uint16_t owner = handoff_.self;
-    if (peek_bth_dest_qp({rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len}, qpn))
+    if (wire::peek_dest_qp({rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len}, qpn))
       owner = qpn == management_qpn ? handoff_.management_lcore : steering_queue(qpn, lcores);
     if (owner == handoff_.self) {
       rx[kept++] = m;

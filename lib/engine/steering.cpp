@@ -31,33 +31,6 @@ SteeringMethod steering_method(Driver driver) noexcept {
   return SteeringMethod::software_handoff;
 }
 
-bool peek_bth_dest_qp(std::span<const std::uint8_t> f, std::uint32_t& qpn) noexcept {
-  std::size_t l3 = wire::ethernet_header_size;
-  if (f.size() < l3) return false;
-  std::uint16_t type = wire::load_be16(f.data() + 12);
-  if (type == 0x8100) {
-    if (f.size() < l3 + 4) return false;
-    type = wire::load_be16(f.data() + 16);
-    l3 += 4;
-  }
-  std::size_t l4 = 0;
-  if (type == 0x0800) {
-    if (f.size() < l3 + 20 || f[l3 + 9] != 17) return false;
-    l4 = l3 + 4u * (f[l3] & 0x0f);
-  } else if (type == 0x86dd) {
-    if (f.size() < l3 + 40 || f[l3 + 6] != 17) return false;
-    l4 = l3 + 40;
-  } else {
-    return false;
-  }
-  constexpr std::size_t udp_header = 8, bth_dest_qp = 5;
-  if (f.size() < l4 + udp_header + bth_dest_qp + 3 || wire::load_be16(f.data() + l4 + 2) != rocev2_udp_port)
-    return false;
-  const std::uint8_t* q = f.data() + l4 + udp_header + bth_dest_qp;
-  qpn = (std::uint32_t{q[0]} << 16) | (std::uint32_t{q[1]} << 8) | q[2];
-  return true;
-}
-
 bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, BthQueueRule& out,
                           std::string& error) {
   if (queues < 1 || queues > max_rule_queues || (queues & (queues - 1)) != 0) {

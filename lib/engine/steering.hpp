@@ -55,11 +55,6 @@ struct BthQueueRule {
   }
 };
 
-// The destination QP of a RoCEv2 frame (Ethernet, one optional 802.1Q tag,
-// IPv4 or IPv6, UDP to 4791, BTH) without parsing the rest, from the bytes
-// at hand (a first segment); false for anything else or too short, which
-// the receiving lcore keeps and parses itself.
-[[nodiscard]] bool peek_bth_dest_qp(std::span<const std::uint8_t> frame, std::uint32_t& qpn) noexcept;
 
 // The rule for queue `queue` of `queues` (a power of two, 1..256); false
 // with a one-line error otherwise.

@@ -140,7 +140,7 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
 // Each frame poll_frames emitted becomes headers | payload | pad | trailer |
 // ICRC: its IP and UDP lengths grow by the trailer, the region from the BTH
 // to the pad is sealed (its headers clear, its payload encrypted unless
-// auth-only) and the ICRC computed again over the whole.
+// auth-only) and its ICRC computed over the whole, the batch's together.
 void Connection::seal_frames(TxBatch& out, std::size_t start) {
   const bool encrypted = protection_ == secure::Protection::encrypt;
   for (std::size_t i = start; i < out.size();) {
@@ -150,30 +150,30 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
     const wire::ByteSpan attached = out[i].payload;
     const bool kept_pad = !out[i].unsealed && out[i].trailer_len > wire::icrc_size;
     const bool encrypt_from = encrypted && !attached.empty() && !kept_pad;
-    // The frame as built, its ICRC left out, with room for the trailer
-    // and the new ICRC after it.
-    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes + wire::icrc_size, !encrypt_from);
-    const std::size_t len = room.size() - wire::icrc_size;  // through the trailer
+    // The frame as built, its ICRC left out, with room for the trailer.
+    const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes, !encrypt_from);
+    const std::size_t len = room.size();  // through the trailer
     std::uint8_t* f = room.data();
     // Its offsets, read before its lengths change (the parser stops where
     // the UDP length says, before the room).
+    // (The options are a constant: built on the stack per frame, their
+    // narrow stores read back wide stalled every frame.)
+    static constexpr wire::ParseOptions offsets_only{.verify_ip_checksum = false, .verify_icrc = false};
     wire::ParsedFrame p;
-    const bool parsed = wire::parse_frame(wire::ByteSpan(f, room.size()), p, wire::ParseOptions{false, false}) ==
-                        wire::ParseError::ok;
+    const bool parsed = wire::parse_frame(wire::ByteSpan(f, room.size()), p, offsets_only) == wire::ParseError::ok;
+    bool sealed = false;
     if (parsed) {
       std::uint8_t* ip = f + p.l3_offset;
       if (p.ip_version == 4) {
-        wire::store_be16(ip + 2, static_cast<std::uint16_t>(wire::load_be16(ip + 2) + secure::trailer_bytes));
-        wire::store_be16(ip + 10, 0);
-        wire::store_be16(ip + 10, wire::ipv4_header_checksum(ip, wire::ipv4_header_size));
+        const std::uint16_t length = wire::load_be16(ip + 2);
+        const auto longer = static_cast<std::uint16_t>(length + secure::trailer_bytes);
+        wire::store_be16(ip + 2, longer);
+        wire::store_be16(ip + 10, wire::ipv4_checksum_update(wire::load_be16(ip + 10), length, longer));
       } else {
         wire::store_be16(ip + 4, static_cast<std::uint16_t>(wire::load_be16(ip + 4) + secure::trailer_bytes));
       }
       std::uint8_t* udp = f + p.l4_offset;
       wire::store_be16(udp + 4, static_cast<std::uint16_t>(wire::load_be16(udp + 4) + secure::trailer_bytes));
-    }
-    bool sealed = false;
-    if (parsed) {
       const std::span<std::uint8_t> region(f + p.bth_offset, len - p.bth_offset);
       const std::size_t header_bytes = std::size_t{p.payload_offset} - p.bth_offset;
       sealed = encrypt_from ? sealer_->seal_from(region, header_bytes, attached) : sealer_->seal(region, header_bytes);
@@ -183,11 +183,13 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
       out.remove(i);  // never unauthenticated: the peer would drop it; the sender resends what it carried
       continue;
     }
-    out.finish_rebuild(i, len, wire::compute_icrc(wire::ByteSpan(f + p.l3_offset, len - p.l3_offset)));
+    out.finish_rebuild(i, len, p.l3_offset);
     ++counters_.secure_frames_sealed;
     counters_.secure_epochs_sent = sealer_->rotations();
     ++i;
   }
+  // The ICRCs of the sealed frames, folded together (TxBatch::seal).
+  out.seal(start);
 }
 
 std::unique_ptr<Connection> Connection::create(const ConnectionConfig& config, MemoryRegistry& memory,

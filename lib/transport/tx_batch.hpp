@@ -121,8 +121,9 @@ class TxBatch {
   // connection rebuilds a packet as its sealed form. With `copy_payload`
   // false the room is the same size but only the headers are copied: the
   // caller writes the attached payload itself (encrypting it as it goes).
-  // The room is valid until the next call; finish_rebuild(i, len, icrc)
-  // then makes packet i its first `len` bytes followed by `icrc` (its
+  // The room is valid until the next call; finish_rebuild(i, len,
+  // icrc_from) then makes packet i its first `len` bytes, unsealed: its
+  // ICRC over its bytes from `icrc_from` on is computed by seal() (its
   // plane and port kept).
   std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra, bool copy_payload = true) {
     const TxDescriptor& old = packets_[i];
@@ -138,14 +139,14 @@ class TxBatch {
     std::copy_n(d.trailer.data(), kept_trailer, out);
     return std::span<std::uint8_t>(room.data(), n + extra);
   }
-  void finish_rebuild(std::size_t i, std::size_t len, std::uint32_t icrc) noexcept {
+  void finish_rebuild(std::size_t i, std::size_t len, std::size_t icrc_from) noexcept {
     TxDescriptor& d = packets_[i];
     d.header_offset = static_cast<std::uint32_t>(used_);
     d.header_len = static_cast<std::uint32_t>(len);
     d.payload = {};
-    wire::store_le32(d.trailer.data(), icrc);
-    d.trailer_len = wire::icrc_size;
-    d.unsealed = false;
+    d.trailer_len = 0;
+    d.unsealed = true;
+    d.icrc_from = static_cast<std::uint16_t>(icrc_from);
     used_ += len;
   }
 

@@ -185,22 +185,29 @@ EthernetHeader ParsedFrame::ethernet() const noexcept {
   return h;
 }
 
-bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept {
-  const std::uint8_t* p = frame.data();
-  if (frame.size() < ethernet_header_size) return false;
+bool peek_dest_qp(ByteSpan f, std::uint32_t& qpn) noexcept {
   std::size_t l3 = ethernet_header_size;
-  std::uint16_t ethertype = load_be16(p + 12);
-  if (ethertype == ethertype_vlan) {
-    if (frame.size() < ethernet_header_size + vlan_tag_size) return false;
-    ethertype = load_be16(p + 16);
+  if (f.size() < l3) return false;
+  std::uint16_t type = load_be16(f.data() + 12);
+  if (type == ethertype_vlan) {
+    if (f.size() < l3 + vlan_tag_size) return false;
+    type = load_be16(f.data() + 16);
     l3 += vlan_tag_size;
   }
-  std::size_t bth;
-  if (ethertype == ethertype_ipv4) bth = l3 + ipv4_header_size + udp_header_size;
-  else if (ethertype == ethertype_ipv6) bth = l3 + ipv6_header_size + udp_header_size;
-  else return false;
-  if (frame.size() < bth + bth_size) return false;
-  qpn = load_be32(p + bth + 4) & qpn_mask;
+  std::size_t l4 = 0;
+  if (type == ethertype_ipv4) {
+    if (f.size() < l3 + ipv4_header_size || f[l3 + 9] != ip_protocol_udp) return false;
+    l4 = l3 + 4u * (f[l3] & 0x0f);
+  } else if (type == ethertype_ipv6) {
+    if (f.size() < l3 + ipv6_header_size || f[l3 + 6] != ip_protocol_udp) return false;
+    l4 = l3 + ipv6_header_size;
+  } else {
+    return false;
+  }
+  constexpr std::size_t dest_qp_at = 5;  // in the BTH: 24 bits after the reserved byte
+  if (f.size() < l4 + udp_header_size + dest_qp_at + 3 || load_be16(f.data() + l4 + 2) != roce_udp_port) return false;
+  const std::uint8_t* q = f.data() + l4 + udp_header_size + dest_qp_at;
+  qpn = (std::uint32_t{q[0]} << 16) | (std::uint32_t{q[1]} << 8) | q[2];
   return true;
 }
 

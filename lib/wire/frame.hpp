@@ -184,10 +184,11 @@ struct ParseOptions {
   bool secure_trailer = false;
 };
 
-// The BTH's destination QP, read from where parse_frame would find it
-// (one optional 802.1Q tag; IPv4 without options, or IPv6; UDP) without
-// checking anything else: for choosing how to parse. False when the frame
-// is not IP or too short to hold a BTH there.
+// The destination QP of a RoCEv2 frame (Ethernet, one optional 802.1Q tag,
+// IPv4 or IPv6, UDP to 4791, the BTH's QPN bytes) without parsing or
+// checking the rest, from the bytes at hand (a first segment will do): for
+// choosing who parses a frame, or how. False for anything else or too
+// short.
 [[nodiscard]] bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept;
 
 // Parses a contiguous frame. On error, `out` holds what was decoded before

@@ -494,4 +494,16 @@ inline void decode(const std::uint8_t* p, MrPathAck& h) noexcept {
   return static_cast<std::uint16_t>(~sum);
 }
 
+// An IPv4 header checksum after one 16-bit field of the header changed
+// from `old_value` to `new_value`, from the checksum before (RFC 1624,
+// equation 3: HC' = ~(~HC + ~m + m')): no pass over the header, and no
+// load of bytes just stored.
+[[nodiscard]] constexpr std::uint16_t ipv4_checksum_update(std::uint16_t checksum, std::uint16_t old_value,
+                                                           std::uint16_t new_value) noexcept {
+  std::uint32_t sum = (~std::uint32_t{checksum} & 0xffffu) + (~std::uint32_t{old_value} & 0xffffu) + new_value;
+  sum = (sum & 0xffffu) + (sum >> 16);
+  sum = (sum & 0xffffu) + (sum >> 16);
+  return static_cast<std::uint16_t>(~sum);
+}
+
 }  // namespace metaroce::wire

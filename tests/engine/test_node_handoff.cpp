@@ -90,7 +90,7 @@ std::vector<std::uint8_t> probe_frame(std::uint32_t dest_qp) {
 TEST(NodeHandoff, PeekFindsTheDestinationQpOfRoceV2FramesOnly) {
   std::uint32_t qpn = 0;
   auto frame = probe_frame(0xabcdef);
-  ASSERT_TRUE(peek_bth_dest_qp(frame, qpn));
+  ASSERT_TRUE(wire::peek_dest_qp(frame, qpn));
   EXPECT_EQ(qpn, 0xabcdefu);
   wire::FrameSpec v6;
   v6.ip_version = 6;
@@ -98,12 +98,12 @@ TEST(NodeHandoff, PeekFindsTheDestinationQpOfRoceV2FramesOnly) {
   v6.bth.dest_qp = 0x123457;
   std::vector<std::uint8_t> f6(256);
   f6.resize(wire::build_frame(v6, {}, f6));
-  ASSERT_TRUE(peek_bth_dest_qp(f6, qpn));
+  ASSERT_TRUE(wire::peek_dest_qp(f6, qpn));
   EXPECT_EQ(qpn, 0x123457u);
   // Not UDP 4791, or cut short: the receiving lcore keeps it.
   frame[wire::ethernet_header_size + 20 + 3] ^= 1;
-  EXPECT_FALSE(peek_bth_dest_qp(frame, qpn));
-  EXPECT_FALSE(peek_bth_dest_qp(std::span(f6).first(wire::ethernet_header_size + 40 + 8 + 7), qpn));
+  EXPECT_FALSE(wire::peek_dest_qp(frame, qpn));
+  EXPECT_FALSE(wire::peek_dest_qp(std::span(f6).first(wire::ethernet_header_size + 40 + 8 + 7), qpn));
 }
 
 TEST(NodeHandoff, EveryFrameForLcore1ArrivesOnQueue0AndIsHandedOffOnceAndDelivered) {

@@ -130,7 +130,7 @@ TEST(Frame, EverySampleRoundTrips) {
 // is "truncated": the IP length check catches every cut after the IP header.
 // peek_dest_qp reads the QPN parse_frame decodes, for every sample (both
 // IP versions, with and without a VLAN tag), and refuses every frame too
-// short to hold the BTH there.
+// short to hold the QPN there.
 TEST(Frame, PeekedDestinationQpIsTheParsedOne) {
   std::mt19937_64 rng(12);
   for (FrameSpec spec : metaroce::test::all_sample_specs()) {
@@ -142,9 +142,9 @@ TEST(Frame, PeekedDestinationQpIsTheParsedOne) {
     std::uint32_t qpn = 0;
     ASSERT_TRUE(peek_dest_qp(frame, qpn));
     EXPECT_EQ(qpn, spec.bth.dest_qp);
-    const std::size_t bth_end = std::size_t{p.bth_offset} + bth_size;
-    EXPECT_FALSE(peek_dest_qp(ByteSpan(frame.data(), bth_end - 1), qpn));
-    EXPECT_TRUE(peek_dest_qp(ByteSpan(frame.data(), bth_end), qpn));
+    const std::size_t qpn_end = std::size_t{p.bth_offset} + 8;  // the QPN is the BTH's bytes 5..7
+    EXPECT_FALSE(peek_dest_qp(ByteSpan(frame.data(), qpn_end - 1), qpn));
+    EXPECT_TRUE(peek_dest_qp(ByteSpan(frame.data(), qpn_end), qpn));
   }
   std::vector<std::uint8_t> arp(64, 0);
   arp[12] = 0x08;
