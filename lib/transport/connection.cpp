@@ -143,6 +143,10 @@ void Connection::on_secure_frame(Time now, const wire::ParsedFrame& frame) {
 // auth-only) and its ICRC computed over the whole, the batch's together.
 void Connection::seal_frames(TxBatch& out, std::size_t start) {
   const bool encrypted = protection_ == secure::Protection::encrypt;
+  const transport::Endpoints& endpoints = config().endpoints;
+  const bool ipv4 = endpoints.ip_version == 4;
+  const std::size_t l3 = wire::ethernet_header_size + (endpoints.vlan_present ? wire::vlan_tag_size : 0);
+  const std::size_t l4 = l3 + (ipv4 ? wire::ipv4_header_size : wire::ipv6_header_size);
   for (std::size_t i = start; i < out.size();) {
     // An encrypted frame whose payload is attached and needs no pad: its
     // payload is encrypted from the application's memory straight into
@@ -154,17 +158,17 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
     const std::span<std::uint8_t> room = out.rebuild(i, secure::trailer_bytes, !encrypt_from);
     const std::size_t len = room.size();  // through the trailer
     std::uint8_t* f = room.data();
-    // Its offsets, read before its lengths change (the parser stops where
-    // the UDP length says, before the room).
-    // (The options are a constant: built on the stack per frame, their
-    // narrow stores read back wide stalled every frame.)
-    static constexpr wire::ParseOptions offsets_only{.verify_ip_checksum = false, .verify_icrc = false};
-    wire::ParsedFrame p;
-    const bool parsed = wire::parse_frame(wire::ByteSpan(f, room.size()), p, offsets_only) == wire::ParseError::ok;
+    // Its offsets: the connection's link and IP headers (the same on every
+    // plane), then the transport headers its opcode names.
     bool sealed = false;
-    if (parsed) {
-      std::uint8_t* ip = f + p.l3_offset;
-      if (p.ip_version == 4) {
+    const std::size_t bth = l4 + wire::udp_header_size;
+    const std::size_t header_bytes =
+        len < bth + secure::trailer_bytes
+            ? 0
+            : wire::transport_headers_size(wire::ByteSpan(f + bth, len - secure::trailer_bytes - bth));
+    if (header_bytes != 0) {
+      std::uint8_t* ip = f + l3;
+      if (ipv4) {
         const std::uint16_t length = wire::load_be16(ip + 2);
         const auto longer = static_cast<std::uint16_t>(length + secure::trailer_bytes);
         wire::store_be16(ip + 2, longer);
@@ -172,10 +176,9 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
       } else {
         wire::store_be16(ip + 4, static_cast<std::uint16_t>(wire::load_be16(ip + 4) + secure::trailer_bytes));
       }
-      std::uint8_t* udp = f + p.l4_offset;
+      std::uint8_t* udp = f + l4;
       wire::store_be16(udp + 4, static_cast<std::uint16_t>(wire::load_be16(udp + 4) + secure::trailer_bytes));
-      const std::span<std::uint8_t> region(f + p.bth_offset, len - p.bth_offset);
-      const std::size_t header_bytes = std::size_t{p.payload_offset} - p.bth_offset;
+      const std::span<std::uint8_t> region(f + bth, len - bth);
       sealed = encrypt_from ? sealer_->seal_from(region, header_bytes, attached) : sealer_->seal(region, header_bytes);
     }
     if (!sealed) {
@@ -183,7 +186,7 @@ void Connection::seal_frames(TxBatch& out, std::size_t start) {
       out.remove(i);  // never unauthenticated: the peer would drop it; the sender resends what it carried
       continue;
     }
-    out.finish_rebuild(i, len, p.l3_offset);
+    out.finish_rebuild(i, len, l3);
     ++counters_.secure_frames_sealed;
     counters_.secure_epochs_sent = sealer_->rotations();
     ++i;

@@ -185,6 +185,27 @@ EthernetHeader ParsedFrame::ethernet() const noexcept {
   return h;
 }
 
+// An ACK's MAH comes right after its BTH: no opcode with path blocks has
+// another extension header (transport_headers_size relies on it).
+static_assert([] {
+  for (const OpcodeInfo& info : opcode_table)
+    if ((info.headers & has_mr_ack) != 0 && info.headers != has_mr_ack) return false;
+  return true;
+}());
+
+std::size_t transport_headers_size(ByteSpan from_bth) noexcept {
+  if (from_bth.size() < bth_size) return 0;
+  const std::uint8_t opcode = from_bth[0];
+  const OpcodeInfo& info = opcode_info(opcode);
+  if (!info.known()) return 0;
+  std::size_t n = bth_size + extension_sizes[opcode];
+  if (info.has(has_mr_ack)) {
+    if (from_bth.size() < bth_size + 2) return 0;
+    n += std::size_t{from_bth[bth_size + 1]} * mr_path_ack_size;  // the MAH's second byte counts the blocks
+  }
+  return n <= from_bth.size() ? n : 0;
+}
+
 bool peek_dest_qp(ByteSpan f, std::uint32_t& qpn) noexcept {
   std::size_t l3 = ethernet_header_size;
   if (f.size() < l3) return false;

@@ -191,6 +191,13 @@ struct ParseOptions {
 // short.
 [[nodiscard]] bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept;
 
+// The bytes of a frame's transport headers (the BTH, its extension headers
+// and an ACK's path blocks) read from `from_bth` (the frame from its BTH
+// on), as parse_frame would count them; 0 when the opcode is unknown or
+// the headers do not fit. For a frame this stack built: nothing else is
+// checked.
+[[nodiscard]] std::size_t transport_headers_size(ByteSpan from_bth) noexcept;
+
 // Parses a contiguous frame. On error, `out` holds what was decoded before
 // the failing check (for diagnostics) and the reason is returned.
 [[nodiscard]] ParseError parse_frame(ByteSpan frame, ParsedFrame& out,

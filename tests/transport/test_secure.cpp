@@ -35,10 +35,22 @@ SecurityConfig keys(bool a_side, secure::Protection protection, std::uint8_t sal
   return s;
 }
 
+// `ipv6_vlan`: both ends over IPv6 with an 802.1Q tag, the other framing
+// whose offsets a sealed frame must get right.
+transport::ConnectionConfig secure_pair_config(Mode mode, std::uint16_t paths, bool ipv6_vlan) {
+  transport::ConnectionConfig c = test::pair_config(mode, 1024, paths, 2);
+  if (ipv6_vlan) {
+    c.endpoints.ip_version = 6;
+    c.endpoints.vlan_present = true;
+    c.endpoints.vlan_tci = 0x2064;
+  }
+  return c;
+}
+
 struct SecurePair : test::ConnectionPair {
   explicit SecurePair(Mode mode = Mode::metaroce, secure::Protection protection = secure::Protection::encrypt,
-                      std::uint16_t paths = 4)
-      : ConnectionPair(test::pair_config(mode, 1024, paths, 2)) {
+                      std::uint16_t paths = 4, bool ipv6_vlan = false)
+      : ConnectionPair(secure_pair_config(mode, paths, ipv6_vlan)) {
     std::string error;
     EXPECT_TRUE(a->set_security(keys(true, protection), error)) << error;
     EXPECT_TRUE(b->set_security(keys(false, protection), error)) << error;
@@ -165,6 +177,42 @@ TEST(TransportSecure, Rocev2EncryptedWriteIsPlacedExactly) {
   ASSERT_EQ(p.a->poll_completions(cq), 1u);
   EXPECT_EQ(cq[0].status, CompletionStatus::success);
   EXPECT_EQ(secure_drops(*p.a) + secure_drops(*p.b), 0u);
+}
+
+// Over IPv6 with a VLAN tag, both modes and both protections: every frame
+// (data and ACK) carries its trailer where the parser finds it, and the
+// bytes land exactly.
+TEST(TransportSecure, Ipv6WithVlanTagIsSealedAndPlacedExactly) {
+  for (const Mode mode : {Mode::metaroce, Mode::rocev2}) {
+    for (const auto protection : {secure::Protection::encrypt, secure::Protection::auth_only}) {
+      SCOPED_TRACE(std::string(mode == Mode::metaroce ? "metaroce " : "rocev2 ") + secure::to_string(protection));
+      SecurePair p(mode, protection, mode == Mode::metaroce ? 4 : 1, true);
+      ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 1, 0, 3001)), PostResult::ok);
+      const auto frames = p.drain(*p.a, 100'000);
+      ASSERT_EQ(frames.size(), 3u);
+      for (const auto& f : frames) {
+        const auto parsed = parse_secure(f);
+        EXPECT_EQ(parsed.ip_version, 6);
+        EXPECT_EQ(parsed.l3_offset, wire::ethernet_header_size + wire::vlan_tag_size);
+        ASSERT_NE(parsed.secure_trailer_offset, 0u);
+        deliver(*p.b, 110'000, f);
+      }
+      EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 3001), 0);
+      EXPECT_EQ(p.b->counters().secure_frames_opened, 3u);
+      EXPECT_TRUE(p.guards_intact());
+      const auto acks = p.drain(*p.b, 1'200'000);
+      ASSERT_FALSE(acks.empty());
+      for (const auto& f : acks) {
+        EXPECT_NE(parse_secure(f).secure_trailer_offset, 0u);
+        deliver(*p.a, 1'300'000, f);
+      }
+      std::vector<Completion> cq;
+      ASSERT_EQ(p.a->poll_completions(cq), 1u);
+      EXPECT_EQ(cq[0].status, CompletionStatus::success);
+      EXPECT_EQ(secure_drops(*p.a) + secure_drops(*p.b), 0u);
+      EXPECT_EQ(p.a->counters().secure_seal_failures + p.b->counters().secure_seal_failures, 0u);
+    }
+  }
 }
 
 // A send with a 3-byte payload: pad 1, then the trailer.

@@ -130,7 +130,8 @@ TEST(Frame, EverySampleRoundTrips) {
 // is "truncated": the IP length check catches every cut after the IP header.
 // peek_dest_qp reads the QPN parse_frame decodes, for every sample (both
 // IP versions, with and without a VLAN tag), and refuses every frame too
-// short to hold the QPN there.
+// short to hold the QPN there; transport_headers_size counts the headers
+// parse_frame finds, and refuses them one byte short.
 TEST(Frame, PeekedDestinationQpIsTheParsedOne) {
   std::mt19937_64 rng(12);
   for (FrameSpec spec : metaroce::test::all_sample_specs()) {
@@ -139,6 +140,9 @@ TEST(Frame, PeekedDestinationQpIsTheParsedOne) {
     ParsedFrame p;
     ASSERT_EQ(parse_frame(frame, p, ParseOptions{.verify_ip_checksum = false, .verify_icrc = false}),
               ParseError::ok);
+    EXPECT_EQ(transport_headers_size(ByteSpan(frame).subspan(p.bth_offset)),
+              std::size_t{p.payload_offset} - p.bth_offset);
+    EXPECT_EQ(transport_headers_size(ByteSpan(frame.data() + p.bth_offset, p.payload_offset - p.bth_offset - 1u)), 0u);
     std::uint32_t qpn = 0;
     ASSERT_TRUE(peek_dest_qp(frame, qpn));
     EXPECT_EQ(qpn, spec.bth.dest_qp);
