@@ -78,15 +78,12 @@ bool Host::remove_connection(std::uint32_t local_qpn) {
 // A secure connection's frames carry a trailer before their ICRC: parsed
 // without it, a frame without payload fails (bytes after its headers) and
 // a data frame's payload takes the trailer in. So on a host with secure
-// connections, a frame for one of them is parsed again with the trailer;
-// when that fails the frame goes to the connection as parsed without,
-// which drops it as having no trailer.
+// connections, the destination QP is read first, and a frame for a secure
+// connection is parsed with the trailer. One that does not parse so (one
+// without a trailer, say) is parsed as it is, for the connection to count
+// (secure_no_trailer) or the parser to name what is wrong.
 wire::ParseError Host::parse_for_connection(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
                                             wire::ParsedFrame& parsed) const {
-  // A secure connection's frames end in a trailer before the ICRC: parse
-  // them with it. A frame of such a connection that does not parse so
-  // (one without a trailer, say) is parsed as it is, for the connection
-  // to count (secure_no_trailer) or the parser to name what is wrong.
   std::uint32_t qpn = 0;
   if (wire::peek_dest_qp(frame, qpn)) {
     const auto it = connections_.find(qpn);

@@ -97,7 +97,8 @@ class Sealer {
 
  private:
   [[nodiscard]] bool rotate() noexcept;
-  // Both seals: `plaintext` empty for in place.
+  // Both seals: with `from`, `plaintext` is the payload to encrypt into the
+  // frame (seal_from); without, the frame is sealed in place (seal).
   [[nodiscard]] bool seal_any(std::span<std::uint8_t> frame, std::size_t header_bytes,
                               std::span<const std::uint8_t> plaintext, bool from) noexcept;
 
