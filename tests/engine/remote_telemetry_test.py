@@ -99,6 +99,24 @@ def wait_for_conns(prefix, count, seconds=15):
     return conns
 
 
+def wait_for_traffic(prefix, qpn, seconds=5):
+    """Until the connection's published snapshot shows data sent and acknowledged on all four paths, RTTs
+    measured (a snapshot taken in the transfer's first milliseconds, on a slow build, shows none yet); the
+    checks then read it as they will."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            detail = read(prefix, [f"/metaroce/conn,{qpn}"], client=False)[f"/metaroce/conn,{qpn}"]
+            paths = [detail.get(f"path_{i}", {}) for i in range(4)]
+            if (detail.get("counters", {}).get("data_packets_sent", 0) > 0
+                    and detail["counters"].get("acks_received", 0) > 0
+                    and all(p.get("sent", 0) > 0 and p.get("srtt_ns", 0) > 0 for p in paths)):
+                return
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            pass
+        time.sleep(0.05)
+
+
 def finish(process, seconds):
     try:
         process.wait(timeout=seconds)
@@ -140,6 +158,7 @@ def one_connection_run(work, mac_s0):
           and list(server_conns)[0].startswith("server/"), json.dumps([client_conns, server_conns]))
     cq = next(iter(client_conns.values()), {}).get("qpn", 0)
     sq = next(iter(server_conns.values()), {}).get("qpn", 0)
+    wait_for_traffic(cp, cq)
     # The operator's way first (dpdk-telemetry.py), then the same again half a second later.
     common = ["/metaroce/stats", "/metaroce/conns", "/metaroce/lcores"]
     first_c = read(cp, common + [f"/metaroce/conn,{cq}", f"/metaroce/conn,{sq}"], client=True)
