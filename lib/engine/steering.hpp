@@ -55,7 +55,6 @@ struct BthQueueRule {
   }
 };
 
-
 // The rule for queue `queue` of `queues` (a power of two, 1..256); false
 // with a one-line error otherwise.
 bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, BthQueueRule& out,
