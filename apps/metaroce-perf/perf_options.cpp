@@ -259,8 +259,18 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
       message = "--server set up by hand stops after -n messages: give -n as the client's, not --duration";
       return false;
     }
-    if (o.op != PerfOp::write_imm && o.op != PerfOp::send) {
+    if (!oob && o.op != PerfOp::write_imm && o.op != PerfOp::send) {
       message = "--server set up by hand counts what completes there: give --op write-imm or send (as the client)";
+      return false;
+    }
+    if (oob && o.op != PerfOp::write && o.op != PerfOp::write_imm && o.op != PerfOp::send) {
+      message = "--oob-port speaks ib_write_bw's or ib_send_bw's exchange: give --op write, write-imm or send "
+                "(as the client)";
+      return false;
+    }
+    if (oob && o.op == PerfOp::write && vm.count("verify")) {
+      message = "--verify at an --oob-port server needs messages that complete there: give --op write-imm or send, "
+                "or drop --verify (a plain WRITE is counted by the client's report)";
       return false;
     }
     if (vm.count("peer-ip")) o.peer_ip = vm["peer-ip"].as<std::string>();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -125,6 +126,7 @@ void print_local_address(std::FILE* progress, const PerfOptions& o, const metaro
 metaroce::StaticConnectOptions by_hand_options(const PerfOptions& o, const metaroce::ConnectOptions& request) {
   metaroce::StaticConnectOptions s;
   s.connection = request;
+  s.connection.mtu = o.mtu;  // perftest's exchange may have agreed a smaller one
   s.local_qpn = o.qpn;
   s.local_psn_given = o.psn_given;
   s.local_psn = o.psn;
@@ -269,6 +271,7 @@ struct Session {
   std::vector<std::uint64_t> expected_next;  // per stream
   ServerSummary summary;
   std::uint16_t streams = 1;
+  std::uint64_t stride = 0;  // slot j of write_region at j * stride
   std::uint64_t started_ns = 0;
   std::string problem;
 
@@ -296,7 +299,7 @@ struct Session {
     bool ok = true;
     if (offer.op == PerfOp::write_imm) {
       ok = c.imm.has_value() && *c.imm == static_cast<std::uint32_t>(m);
-      if (ok && offer.verify) ok = check_pattern(write_region.data() + (m % offer.slots) * offer.size, offer.size, m);
+      if (ok && offer.verify) ok = check_pattern(write_region.data() + (m % offer.slots) * stride, offer.size, m);
     } else {
       ok = c.byte_len == offer.size;
       if (ok && offer.verify) ok = check_pattern(receive_region.data() + c.wr_id * offer.size, offer.size, m);
@@ -315,7 +318,7 @@ struct Session {
     if (receiver_completes(offer.op)) return;
     if (offer.op == PerfOp::read) {
       for (std::uint64_t j = 0; offer.verify && j < std::min<std::uint64_t>(offer.slots, completed); ++j)
-        if (!check_pattern(write_region.data() + j * offer.size, offer.size, j)) wrong(j);
+        if (!check_pattern(write_region.data() + j * stride, offer.size, j)) wrong(j);
       summary.received = completed;
       return;
     }
@@ -327,12 +330,12 @@ struct Session {
         std::uint64_t count = 0;
         for (std::uint64_t m = j; m < completed; m += offer.slots, ++count)
           want = offer.op == PerfOp::fetch_add ? want + m + 1 : m + 1;
-        std::memcpy(&got, write_region.data() + j * offer.size, sizeof got);
+        std::memcpy(&got, write_region.data() + j * stride, sizeof got);
         if (offer.verify && got != want) wrong(last);
         summary.received += count;
         continue;
       }
-      if (offer.verify && !check_pattern(write_region.data() + j * offer.size, offer.size, last)) wrong(last);
+      if (offer.verify && !check_pattern(write_region.data() + j * stride, offer.size, last)) wrong(last);
       ++summary.received;
     }
   }
@@ -355,10 +358,14 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     if (s.write_memory.valid()) e->deregister_memory(s.write_memory);
     if (s.receive_memory.valid()) e->deregister_memory(s.receive_memory);
   };
+  // Set up by perftest's exchange: the client's WRITEs go where perftest
+  // puts them (common/oob_exchange.hpp), not to the slots of offer_for.
+  std::optional<apps::PerftestLayout> perftest_layout;
   const auto accept = [&](const metaroce::IncomingRequest& request, metaroce::Connection& connection,
                           std::vector<std::uint8_t>& reply) {
     Offer offer;
     if (!decode(request.private_data, offer)) return metaroce::Verdict::refuse_bad_request;
+    if (perftest_layout) offer.slots = perftest_layout->slots;
     if (sessions.size() >= o.max_connections) {
       if (progress != nullptr)
         std::fprintf(progress, " refused QP %#x%s: %zu connections open, the most --max-connections allows (%u): "
@@ -373,6 +380,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
                               ? __builtin_mul_overflow(std::uint64_t{offer.slots}, std::uint64_t{offer.size}, &memory)
                               : __builtin_mul_overflow(receives, std::uint64_t{offer.size}, &memory);
     if (offer.op == PerfOp::send) memory = std::max<std::uint64_t>(memory, 64);
+    else if (perftest_layout) memory = perftest_layout->region;
     if (overflow || memory + 64 > o.max_connection_memory) {
       if (progress != nullptr)
         std::fprintf(progress, " refused QP %#x%s: it would need %s bytes of memory, more than --max-connection-memory "
@@ -387,7 +395,8 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     s->offer = offer;
     s->streams = request.streams;
     s->started_ns = apps::monotonic_ns();
-    if (offer.op != PerfOp::send) s->write_region.assign(offer.slots * offer.size, 0);
+    s->stride = perftest_layout ? perftest_layout->stride : offer.size;
+    if (offer.op != PerfOp::send) s->write_region.assign(perftest_layout ? perftest_layout->region : offer.slots * offer.size, 0);
     // A READ's slot j holds message j's pattern (the client reads message m
     // from slot m % slots and checks it against that).
     if (offer.op == PerfOp::read)
@@ -530,37 +539,76 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     return true;
   };
   if (o.by_hand && o.oob_port == 0 && !set_up_by_hand(o)) return run;
+  // perftest's exchange: the steps before the test now, the rest when the
+  // client moves on after it (common/oob_exchange.hpp).
+  std::unique_ptr<apps::PerftestLink> perftest;
+  apps::OobKeys perftest_keys;  // ours, sent at every keys step
   if (o.by_hand && o.oob_port != 0) {
-    // perftest's exchange: the client's message first, then ours, for the
-    // connection made in between.
     if (progress != nullptr) {
       std::fprintf(progress, " Waiting for a client's out-of-band exchange on TCP port %u; Ctrl-C stops\n",
                    o.oob_port);
       std::fflush(progress);
     }
     std::string oob_error;
-    const bool exchanged = apps::oob_serve(
-        o.oob_port, 86400.0, [&] { e->idle(e->poll()); }, [] { return interrupted.load(); },
-        [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
-          PerfOptions p = o;
-          p.peer_qpn = theirs.qpn;
-          p.peer_psn = theirs.psn;
-          p.peer_ip = apps::gid_address(theirs.gid);
-          if (!set_up_by_hand(p)) {
-            error = run.error;
-            return false;
-          }
-          const Session& s = *sessions.at(by_hand->qpn());
-          mine = out_of_band_keys(o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
-                                  s.write_memory.valid() ? s.write_memory.key : 0);
-          return true;
-        },
-        oob_error);
-    if (!exchanged) {
+    perftest = apps::PerftestLink::accept(
+        o.oob_port, 86400.0, [&] { e->idle(e->poll()); }, [] { return interrupted.load(); }, oob_error);
+    PerfOptions p = o;
+    int agreed = 0;
+    std::string version;
+    bool ok = perftest != nullptr && perftest->open(apps::ib_mtu_code(o.mtu), agreed, version, oob_error);
+    if (ok) {
+      p.mtu = apps::ib_mtu_bytes(agreed);
+      perftest_layout = apps::perftest_write_layout(o.sizes.front(), perftest->cycle_buffer(), perftest->cache_line());
+      if (progress != nullptr)
+        std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(), p.mtu,
+                     o.mtu);
+      ok = perftest->keys(
+          [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
+            p.peer_qpn = theirs.qpn;
+            p.peer_psn = theirs.psn;
+            p.peer_ip = apps::gid_address(theirs.gid);
+            if (!set_up_by_hand(p)) {
+              error = run.error;
+              return false;
+            }
+            const Session& s = *sessions.at(by_hand->qpn());
+            mine = out_of_band_keys(o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                                    s.write_memory.valid() ? s.write_memory.key : 0);
+            perftest_keys = mine;
+            return true;
+          },
+          oob_error);
+    }
+    // Our QP receives (the barrier), and for SEND, our receives are posted.
+    apps::OobKeys theirs;
+    ok = ok && perftest->keys(perftest_keys, theirs, oob_error);
+    if (ok && o.op == PerfOp::send) ok = perftest->keys(perftest_keys, theirs, oob_error);
+    if (!ok) {
       if (run.error.empty()) run.error = oob_error;
       return run;
     }
   }
+  // After the test: ib_write_bw's keys step and report, then the close;
+  // ib_send_bw only closes. False with the step's error.
+  const auto perftest_finish = [&](Session& s, ClientSummary& client, std::string& error) {
+    apps::OobKeys theirs;
+    if (o.op != PerfOp::send) {
+      apps::PerftestReport mine, their_report;
+      mine.size = s.offer.size;
+      mine.iterations = s.summary.received;
+      if (!perftest->keys(perftest_keys, theirs, error) || !perftest->report(mine, their_report, error)) return false;
+      client.completed = their_report.iterations;
+      if (o.op == PerfOp::write) s.summary.received = their_report.iterations;  // plain WRITEs: the client's word
+      if (progress != nullptr)
+        std::fprintf(progress,
+                     " the client's report: %llu messages of %llu B, BW peak %.2f MB/sec, average %.2f MB/sec, "
+                     "%.6f Mpps\n",
+                     static_cast<unsigned long long>(their_report.iterations),
+                     static_cast<unsigned long long>(their_report.size), their_report.bw_peak,
+                     their_report.bw_average, their_report.message_rate);
+    }
+    return perftest->close(perftest_keys, error);
+  };
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
     if (finished && apps::monotonic_ns() >= finish_at) break;
@@ -568,9 +616,15 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       // Done when -n messages arrived (or the connection failed): no
       // disconnect request comes.
       Session& s = *sessions.at(by_hand->qpn());
-      if (s.summary.received >= o.iterations || by_hand->failed() || !s.problem.empty()) {
+      // With perftest's exchange, the client's next step after the test
+      // says it is done (a plain WRITE completes nothing here).
+      const bool broken = by_hand->failed() || !s.problem.empty();
+      if (broken || (perftest ? perftest->peer_moved(apps::oob_message_size) : s.summary.received >= o.iterations)) {
         ClientSummary client;
         client.completed = o.iterations;
+        std::string error;
+        if (perftest && !broken && !perftest_finish(s, client, error)) s.problem = error;
+        perftest.reset();
         if (by_hand->failed() && s.problem.empty()) s.problem = "the connection failed";
         const std::uint32_t qpn = by_hand->qpn();
         report(s, qpn, client);
@@ -606,6 +660,9 @@ struct ClientConnection {
   std::uint64_t completed = 0;  // its messages completed successfully
   ServerSummary theirs;         // the server's, from the DREP
   bool by_hand = false;         // set up by hand: no DREP, the server checks on its own
+  // Message m's place in the server's buffer: (m % remote_slots) * remote_stride.
+  std::uint32_t remote_slots = 1;
+  std::uint64_t remote_stride = 0;
 };
 
 // DREQs for every connection, each carrying its count of completed
@@ -652,12 +709,19 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
   return problem;
 }
 
+// perftest's exchange, client side: the link and our keys, from the set-up
+// to the close.
+struct PerftestSide {
+  std::unique_ptr<apps::PerftestLink> link;
+  apps::OobKeys keys;
+};
+
 // Opens the -q connections of one size, all handshakes at once; false and
 // `error` (which connection failed and why) when one fails, after closing
 // those the server accepted.
 bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
-                      Offer offer, std::vector<ClientConnection>& conns, RunResult& run, std::string& error,
-                      std::FILE* progress) {
+                      Offer offer, std::vector<ClientConnection>& conns, PerftestSide& perftest, RunResult& run,
+                      std::string& error, std::FILE* progress) {
   const std::uint32_t qps = o.qps;
   conns.clear();
   if (o.by_hand) {  // one connection, the server's buffer from the command line or the exchange
@@ -667,15 +731,26 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
       while (p.qpn < 2) p.qpn = random24();
       if (!p.psn_given) p.psn = random24();
       p.psn_given = true;
-      apps::OobKeys mine, theirs;
-      mine.out_reads = 16;
-      mine.qpn = p.qpn;
-      mine.psn = p.psn;
+      perftest.keys = apps::OobKeys{};
+      perftest.keys.out_reads = 16;
+      perftest.keys.qpn = p.qpn;
+      perftest.keys.psn = p.psn;
       wire::IpAddress local;
-      if (wire::parse_ip(o.local_ip, local)) mine.gid = apps::gid_bytes(local);
-      if (!apps::oob_connect(o.oob_address, o.cm_timeout_s + 30.0, [&] { e.idle(e.poll()); },
-                             [] { return interrupted.load(); }, mine, theirs, error))
+      if (wire::parse_ip(o.local_ip, local)) perftest.keys.gid = apps::gid_bytes(local);
+      perftest.link = apps::PerftestLink::connect(
+          o.oob_address, o.cm_timeout_s + 30.0, [&] { e.idle(e.poll()); }, [] { return interrupted.load(); }, error);
+      if (!perftest.link) return false;
+      perftest.link->set_step_timeout(o.cm_timeout_s + 30.0);
+      int agreed = 0;
+      std::string version;
+      apps::OobKeys theirs;
+      if (!perftest.link->open(apps::ib_mtu_code(o.mtu), agreed, version, error) ||
+          !perftest.link->keys(perftest.keys, theirs, error))
         return false;
+      p.mtu = apps::ib_mtu_bytes(agreed);
+      if (progress != nullptr)
+        std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(), p.mtu,
+                     o.mtu);
       p.peer_qpn = theirs.qpn;
       p.peer_psn = theirs.psn;
       p.remote_addr = theirs.vaddr;
@@ -687,8 +762,23 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
     c.remote_base = p.remote_addr;
     c.rkey = p.rkey;
     c.by_hand = true;
+    c.remote_slots = offer.slots;
+    c.remote_stride = offer.size;
+    if (perftest.link) {
+      const apps::PerftestLayout layout =
+          apps::perftest_write_layout(offer.size, perftest.link->cycle_buffer(), perftest.link->cache_line());
+      c.remote_slots = layout.slots;
+      c.remote_stride = layout.stride;
+    }
     conns.push_back(c);
     print_local_address(progress, p, *c.connection, 0, 0);
+    if (perftest.link) {
+      // Our QP is ready (the barrier); for SEND, the server's receives are posted.
+      apps::OobKeys theirs;
+      if (!perftest.link->keys(perftest.keys, theirs, error) ||
+          (o.op == PerfOp::send && !perftest.link->keys(perftest.keys, theirs, error)))
+        return false;
+    }
     return true;
   }
   std::vector<metaroce::ConnectOptions> requests(qps, request);
@@ -720,6 +810,8 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
     if (made[k].connection == nullptr) continue;
     ClientConnection c;
     c.connection = made[k].connection;
+    c.remote_slots = offer.slots;
+    c.remote_stride = offer.size;
     const std::vector<std::uint8_t>& reply = c.connection->peer_private_data();
     if (reply.size() >= 12) {
       c.remote_base = wire::load_be64(reply.data());
@@ -740,11 +832,16 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
                  std::uint64_t size, bool last, std::FILE* progress, RunResult& run) {
   const std::uint32_t qps = o.qps;
   const Offer offer = offer_for(o, size);
-  const std::uint32_t slots = offer.slots;
+  std::uint32_t slots = offer.slots;
 
   std::vector<ClientConnection> conns;
+  PerftestSide perftest;
   const double setup_before = run.cm_setup_seconds;
-  if (!open_connections(o, e, request, offer, conns, run, run.error, progress)) return false;
+  if (!open_connections(o, e, request, offer, conns, perftest, run, run.error, progress)) return false;
+  // With perftest's exchange the server's buffer holds perftest's layout;
+  // --verify keeps no more messages in flight than it has places, so none
+  // is overwritten before the server checks it.
+  if (perftest.link && o.verify && o.op != PerfOp::send) slots = std::min(slots, conns[0].remote_slots);
   const double setup_seconds = run.cm_setup_seconds - setup_before;
   // A port (or the server's) that carries less than --mtu: the payload per
   // packet the two ends agreed on, said once.
@@ -858,7 +955,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
       w.local = buffer;
       w.length = size;
       w.lkey = source_memory.key;
-      w.remote_addr = c.remote_base + (own % slots) * size;
+      w.remote_addr = c.remote_base + (own % c.remote_slots) * c.remote_stride;
       w.rkey = c.rkey;
       w.imm = static_cast<std::uint32_t>(own);
       w.swap_add = own + 1;
@@ -919,6 +1016,27 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
     }
   }
   for (ClientConnection& c : conns) c.connection->set_completion_handler({});  // flushed ones are not counted
+  if (perftest.link) {
+    // ib_write_bw's keys step and report after the test, then the close;
+    // ib_send_bw only closes.
+    std::string error;
+    apps::OobKeys theirs;
+    bool ok = true;
+    if (o.op != PerfOp::send) {
+      const double seconds = double(end - t0) / 1e9;
+      const double mib = 1024.0 * 1024.0;
+      apps::PerftestReport mine, their_report;
+      mine.size = size;
+      mine.iterations = completed;
+      mine.bw_average = seconds > 0 ? double(completed) * double(size) / seconds / mib : 0.0;
+      mine.bw_peak = std::max(result.peak_bps / 8.0 / mib, mine.bw_average);
+      mine.message_rate = seconds > 0 ? double(completed) / seconds / 1e6 : 0.0;
+      ok = perftest.link->keys(perftest.keys, theirs, error) && perftest.link->report(mine, their_report, error);
+    }
+    ok = ok && perftest.link->close(perftest.keys, error);
+    if (!ok && problem.empty()) problem = error;
+    perftest.link.reset();
+  }
 
   // The server's view of each connection: what it received and verified.
   const std::uint64_t teardown_start = apps::monotonic_ns();

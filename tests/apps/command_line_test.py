@@ -66,6 +66,14 @@ MISTAKES = [
     (perf, ["--server", "--port", "net_memif0", "--local-ip", "10.0.0.2", "--mode", "rocev2", "--oob-port", "18515",
             "--peer-qpn", "5"],
      "metaroce-perf: --peer-qpn comes from the out-of-band exchange: drop it, or --oob/--oob-port"),
+    (perf, ["--server", "--port", "net_memif0", "--local-ip", "10.0.0.2", "--mode", "rocev2", "--oob-port", "18515",
+            "--op", "write", "--verify"],
+     "metaroce-perf: --verify at an --oob-port server needs messages that complete there: give --op write-imm or "
+     "send, or drop --verify (a plain WRITE is counted by the client's report)"),
+    (perf, ["--server", "--port", "net_memif0", "--local-ip", "10.0.0.2", "--mode", "rocev2", "--oob-port", "18515",
+            "--op", "read"],
+     "metaroce-perf: --oob-port speaks ib_write_bw's or ib_send_bw's exchange: give --op write, write-imm or send "
+     "(as the client)"),
     (perf, ["--mode", "rocev2", "--peer-qpn", "0x111", "--peer-psn", "0"],
      "metaroce-perf: --peer-qpn, --oob and the other set-up options are for --server/--client --mode rocev2"),
     (perf, ["--client", "10.0.0.2", "--port", "net_memif0", "--local-ip", "10.0.0.1", "--mode", "rocev2",

@@ -9,9 +9,13 @@
 # printed VAddr and RKey given to the client as --remote-addr/--rkey): no
 # connection manager frame on the wire, the QPNs and first PSN as given.
 # Then perftest's out-of-band TCP exchange (--oob-port / --oob) over a
-# second veth pair with kernel addresses, captured: two 108-byte messages
-# in the documented format (doc/WIRE.md), client's first, carrying what
-# each end printed. Then --cm ibta: rdma_cm's IBTA CM messages (class
+# second veth pair with kernel addresses, captured: ib_write_bw's whole
+# conversation in the documented format (doc/WIRE.md), step by step, the
+# client's part of each first, the keys carrying what each end printed;
+# then each end against a perftest end written apart in Python
+# (perftest_peer.py), which checks every byte it is sent: our client
+# against an ib_write_bw server, our server against ib_write_bw's and
+# ib_send_bw's clients, an MTU of 1024 agreed each time. Then --cm ibta: rdma_cm's IBTA CM messages (class
 # 0x07 REQ/REP/RTU/DREQ/DREP) on QP 1, as tshark decodes them. Last, metaroce-gen -> metaroce-sink in rocev2 with
 # --pkey and --qp-timeout at both ends: every message verified, the P_Key
 # on every data frame.
@@ -37,10 +41,10 @@ work=$(mktemp -d)
 chmod 755 "$work"  # dumpcap may drop to another user
 started=""
 cleanup() {
-  for pid in $server_pid $client_pid $capture_pids; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $server_pid $client_pid $peer_pid $capture_pids; do kill -9 "$pid" 2>/dev/null; done
   for ns in "$ns_c" "$ns_s"; do ip netns del "$ns" 2>/dev/null; done
   for pid in $started; do rm -rf "/var/run/dpdk/metaroce-perf-$pid"; done
-  rm -rf "$work"
+  [ -n "$KEEP_WORK" ] && echo "# kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -219,12 +223,20 @@ check "the client set up by hand prints its own values and the server's" \
      '$work/by-hand-client.out' \
    && grep -q '^ remote address: QPN 0x000111 PSN 0x654321 RKey $rkey VAddr $vaddr$' '$work/by-hand-client.out'"
 
-# perftest's out-of-band exchange: the server learns the client's QPN, PSN
-# and GID (its address), and answers with its own and its buffer.
-ip netns exec "$ns_s" dumpcap -q -i m1 -f 'tcp port 18515' -w "$work/oob.pcap" >/dev/null 2>&1 &
-oob_capture=$!
-capture_pids="$oob_capture"
-for _ in $(seq 50); do [ -s "$work/oob.pcap" ] && break; sleep 0.1; done
+# perftest's out-of-band exchange, all of ib_write_bw's conversation on the
+# TCP connection: the server learns the client's QPN, PSN and GID (its
+# address), and answers with its own and its buffer.
+# oob_capture PORT NAME / oob_capture_stop: the TCP conversation on the
+# management veth into NAME.pcap.
+oob_capture() {
+  ip netns exec "$ns_s" dumpcap -q -i m1 -f "tcp port $1" -w "$work/$2.pcap" >/dev/null 2>&1 &
+  capture_pids="$!"
+  for _ in $(seq 50); do [ -s "$work/$2.pcap" ] && break; sleep 0.1; done
+}
+# payloads NAME: the capture's TCP payloads in order, "SOURCE HEX" a line.
+payloads() { tshark -r "$work/$1.pcap" -Y 'tcp.len > 0' -T fields -e ip.src -e tcp.payload 2>/dev/null; }
+peer=(/usr/bin/python3 "$(dirname "$0")/perftest_peer.py")
+oob_capture 18515 oob
 ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --oob-port 18515 \
   -s 65536 -n 200 --op write-imm --verify >"$work/oob-server.out" 2>&1 &
 server_pid=$!
@@ -241,29 +253,117 @@ server_pid=
 capture_stop
 check "out-of-band exchange: 200 messages verified by the server, both ends exit 0" \
   "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
-   && grep -q 'closed: 200 messages checked, 0 wrong' '$work/oob-server.out'"
-# The TCP payloads, in order: "SOURCE HEX".
-tshark -r "$work/oob.pcap" -Y 'tcp.len > 0' -T fields -e ip.src -e tcp.payload 2>/dev/null >"$work/oob.txt"
-message() { sed -n "${1}p" "$work/oob.txt" | cut -f2 | tr -d ':' | xxd -r -p | tr '\0' '@'; }
-client_msg=$(message 1) server_msg=$(message 2)
-echo "# out-of-band: $(wc -l <"$work/oob.txt") payloads; client sent '$client_msg'; server sent '$server_msg'"
-format='^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{6}:[0-9a-f]{6}:[0-9a-f]{8}:[0-9a-f]{16}:([0-9a-f]{2}:){16}[0-9a-f]{8}:@$'
-check "the exchange is two 108-byte messages, the client's first, each in perftest's documented format" \
-  "[ \$(wc -l <'$work/oob.txt') -eq 2 ] && [ \$(cut -f1 '$work/oob.txt' | head -1) = 10.80.0.1 ] \
-   && [ \${#client_msg} -eq 108 ] && [ \${#server_msg} -eq 108 ] \
-   && echo '$client_msg' | grep -Eq '$format' && echo '$server_msg' | grep -Eq '$format'"
+   && grep -q 'closed: 200 messages checked, 0 wrong' '$work/oob-server.out' \
+   && grep -q '^ out-of-band peer: perftest 6.24; MTU 4096 agreed (ours 4096)$' '$work/oob-server.out' \
+   && grep -q '^ out-of-band peer: perftest 6.24; MTU 4096 agreed (ours 4096)$' '$work/oob-client.out'"
+payloads oob >"$work/oob.txt"
+"${peer[@]}" check-pcap --client 10.80.0.1 --verb write <"$work/oob.txt" >"$work/oob-pcap.out" 2>&1
+check "the captured conversation is ib_write_bw's, step by step in the documented format, the client first" \
+  "[ $? -eq 0 ] && [ \$(grep -c '^ok: ' '$work/oob-pcap.out') -eq 15 ]"
+# The first keys message each way (108 bytes: 216 hex digits, 323 with colons).
+keys_of() { awk -v side="$1" '$1 == side && (length($2) == 216 || length($2) == 323) { print $2; exit }' \
+  "$work/oob.txt" | tr -d ':' \
+  | xxd -r -p | tr '\0' '@'; }
+client_msg=$(keys_of 10.80.0.1) server_msg=$(keys_of 10.80.0.2)
+echo "# out-of-band: $(wc -l <"$work/oob.txt") payloads; client's keys '$client_msg'; server's '$server_msg'"
 # What each printed must be what it sent: QPN, PSN (and the server's RKey and VAddr), GID.
 printed() {  # FILE -> "qpn:psn:rkey:vaddr" as the message spells them
   sed -n 's/^ local address: LID 0000 QPN 0x\([0-9a-f]*\) PSN 0x\([0-9a-f]*\) RKey 0x\([0-9a-f]*\) VAddr 0x\([0-9a-f]*\)$/\1:\2:\3:\4/p' "$1"
 }
-check "the client's message carries its printed QPN and PSN and its GID ::ffff:10.79.0.1" \
+check "the client's keys carry its printed QPN and PSN and its GID ::ffff:10.79.0.1" \
   "[ '$(echo "$client_msg" | cut -d: -f3,4)' = '$(printed "$work/oob-client.out" | cut -d: -f1,2)' ] \
    && [ '$(echo "$client_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:01' ] \
    && [ -n '$(printed "$work/oob-client.out")' ]"
-check "the server's message carries its printed QPN, PSN, RKey and VAddr and its GID ::ffff:10.79.0.2" \
+check "the server's keys carry its printed QPN, PSN, RKey and VAddr and its GID ::ffff:10.79.0.2" \
   "[ '$(echo "$server_msg" | cut -d: -f3-6)' = '$(printed "$work/oob-server.out")' ] \
    && [ '$(echo "$server_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:02' ] \
    && [ -n '$(printed "$work/oob-server.out")' ]"
+
+# Our client against a perftest server written apart (perftest_peer.py, as
+# ib_write_bw's server; its port carries 1024), the data to a metaroce
+# server set up by hand with the keys the peer announces (it counts the
+# WRITE_WITH_IMMEDIATEs and checks their order; their bytes go where
+# perftest puts them, which only an --oob-port server checks).
+ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --peer-ip 10.79.0.1 \
+  --peer-mac "$mac_c0" --qpn 0x333 --psn 0x456789 --peer-qpn 0x222 --peer-psn 0x123456 --mtu 1024 \
+  -s 65536 -n 200 --op write-imm >"$work/peer-data-server.out" 2>&1 &
+server_pid=$!
+started="$started $server_pid"
+for _ in $(seq 100); do grep -q '^ local address:' "$work/peer-data-server.out" 2>/dev/null && break; sleep 0.1; done
+keys=$(sed -n 's/^ local address: LID 0000 QPN 0x\([0-9a-f]*\) PSN 0x\([0-9a-f]*\) RKey 0x\([0-9a-f]*\) VAddr 0x\([0-9a-f]*\)$/\1:\2:\3:\4/p' \
+  "$work/peer-data-server.out")
+oob_capture 18516 peer-server
+ip netns exec "$ns_s" timeout 90 "${peer[@]}" server --port 18516 --keys "$keys" --address 10.79.0.2 \
+  --client-address 10.79.0.1 --client-qpn 0x222 --client-psn 0x123456 --mtu-code 3 --client-mtu-code 5 \
+  --verb write --size 65536 --iterations 200 >"$work/peer-server.out" 2>&1 &
+peer_pid=$!
+timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --iface c0 --local-ip 10.79.0.1 \
+  "${common[@]}" --oob 10.80.0.2:18516 --qpn 0x222 --psn 0x123456 -s 65536 -n 200 --op write-imm \
+  >"$work/peer-client.out" 2>&1
+client_status=$?
+wait "$peer_pid"
+peer_status=$?
+timeout 10 tail --pid="$server_pid" -f /dev/null
+kill -9 "$server_pid" 2>/dev/null
+wait "$server_pid"
+server_status=$?
+server_pid=
+capture_stop
+check "our client against a perftest-style server: every step it sent held, MTU 1024 agreed, 200 messages in order" \
+  "[ $client_status -eq 0 ] && [ $peer_status -eq 0 ] && [ $server_status -eq 0 ] \
+   && ! grep -q '^FAIL' '$work/peer-server.out' && [ \$(grep -c '^ok: ' '$work/peer-server.out') -eq 19 ] \
+   && grep -q '^ out-of-band peer: perftest 6.21; MTU 1024 agreed (ours 4096)$' '$work/peer-client.out' \
+   && grep -q 'closed: 200 messages received (not verified: the client did not ask), 0 wrong$' \
+        '$work/peer-data-server.out'"
+payloads peer-server | "${peer[@]}" check-pcap --client 10.80.0.1 --verb write >"$work/peer-pcap.out" 2>&1
+check "the pcap of our client's conversation matches the documented format, step by step" \
+  "[ $? -eq 0 ] && [ \$(grep -c '^ok: ' '$work/peer-pcap.out') -eq 15 ]"
+
+# Our server against a perftest-style client (as ib_write_bw's: plain
+# WRITEs, which only the client's report counts; then as ib_send_bw's),
+# the data from a metaroce client set up by hand with the server's keys.
+for verb in write send; do
+  oob_capture 18517 "peer-client-$verb"
+  extra=()
+  [ "$verb" = send ] && extra=(-n 200 --verify)
+  ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --oob-port 18517 --peer-mac "$mac_c0" \
+    -s 65536 --op "$verb" "${extra[@]}" >"$work/peer-$verb-server.out" 2>&1 &
+  server_pid=$!
+  started="$started $server_pid"
+  data_client="$perf --client 10.79.0.2 --peer-mac $mac_s0 --iface c0 --local-ip 10.79.0.1 ${common[*]} \
+--qpn 0x222 --psn 0x123456 --peer-qpn {qpn} --peer-psn {psn} --mtu 1024 -s 65536 -n 200 --op $verb"
+  # perftest's buffer holds one 64 KiB message (its layout: every WRITE to
+  # the start): -t 1 keeps the stand-in ib_write_bw client's WRITEs there.
+  if [ "$verb" = write ]; then
+    data_client="$data_client --remote-addr {vaddr} --rkey {rkey} -t 1"
+  else
+    data_client="$data_client --verify"
+  fi
+  timeout 90 ip netns exec "$ns_c" "${peer[@]}" client --server 10.80.0.2 --port 18517 --server-address 10.79.0.2 \
+    --address 10.79.0.1 --qpn 0x222 --psn 0x123456 --mtu-code 3 --server-mtu-code 5 --verb "$verb" \
+    --size 65536 --iterations 200 --command "$data_client >'$work/peer-$verb-data.out' 2>&1" \
+    >"$work/peer-$verb-client.out" 2>&1
+  peer_status=$?
+  timeout 10 tail --pid="$server_pid" -f /dev/null
+  kill -9 "$server_pid" 2>/dev/null
+  wait "$server_pid"
+  server_status=$?
+  server_pid=
+  capture_stop
+  if [ "$verb" = write ]; then
+    closed='the client.s report: 200 messages of 65536 B, .*closed: 200 messages received'
+  else
+    closed='closed: 200 messages checked, 0 wrong'
+  fi
+  check "our server against a perftest-style $verb client: every step it sent held, MTU 1024 agreed, 200 messages" \
+    "[ $peer_status -eq 0 ] && [ $server_status -eq 0 ] && ! grep -q '^FAIL' '$work/peer-$verb-client.out' \
+     && grep -q '^ out-of-band peer: perftest 6.21; MTU 1024 agreed (ours 4096)$' '$work/peer-$verb-server.out' \
+     && tr '\n' ' ' <'$work/peer-$verb-server.out' | grep -q '$closed'"
+  payloads "peer-client-$verb" | "${peer[@]}" check-pcap --client 10.80.0.1 --verb "$verb" \
+    >"$work/peer-$verb-pcap.out" 2>&1
+  check "the pcap of our server's $verb conversation matches ib_${verb}_bw's, step by step" \
+    "[ $? -eq 0 ] && ! grep -q '^FAIL' '$work/peer-$verb-pcap.out'"
+done
 
 # metaroce-gen and metaroce-sink, both given the partition and the timers.
 CAPTURE=gen capture_start
