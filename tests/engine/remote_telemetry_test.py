@@ -291,12 +291,16 @@ def coming_and_going_run(work, mac_s0):
                   for r in server_replies),
           f"{summary}; " + json.dumps([r for r in client_replies + server_replies
                                        if len(r) > 2 or any(st != "READY" for _, _, st in r.values())][:10]))
+    # The client's sampler can miss a size whose two connections lived
+    # between two of its reads (a loaded host): their peers are then unseen.
+    # A telemetry that named wrong peers would miss nearly all 46.
+    unseen = server_peers - client_qpns
     check("run 2: the sets follow the sizes: at least 8 distinct sets on each side, a closed connection never "
-          "listed again, every server peer a client QPN",
+          "listed again, every server peer a client QPN (but for at most 3 sizes the client's reads missed)",
           len(client_sets) >= 8 and len(server_sets) >= 8 and not came_back(client_replies)
-          and not came_back(server_replies) and server_peers <= client_qpns,
+          and not came_back(server_replies) and len(unseen) <= 6,
           f"{summary}; came back: {came_back(client_replies)} {came_back(server_replies)}; "
-          f"server peers not client QPNs: {server_peers - client_qpns}")
+          f"server peers not client QPNs: {unseen}")
 
 
 signal.signal(signal.SIGTERM, on_signal)
