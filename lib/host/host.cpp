@@ -83,11 +83,12 @@ bool Host::remove_connection(std::uint32_t local_qpn) {
 // without a trailer, say) is parsed as it is, for the connection to count
 // (secure_no_trailer) or the parser to name what is wrong.
 wire::ParseError Host::parse_for_connection(std::span<const std::uint8_t> frame, const wire::ParseOptions& options,
-                                            wire::ParsedFrame& parsed) const {
+                                            wire::ParsedFrame& parsed, LookedUp& looked_up) const {
   std::uint32_t qpn = 0;
   if (wire::peek_dest_qp(frame, qpn)) {
     const auto it = connections_.find(qpn);
-    if (it != connections_.end() && it->second->secure()) {
+    looked_up = LookedUp{true, qpn, it != connections_.end() ? it->second.get() : nullptr};
+    if (looked_up.found != nullptr && looked_up.found->secure()) {
       wire::ParseOptions with = options;
       with.secure_trailer = true;
       if (wire::parse_frame(frame, parsed, with) == wire::ParseError::ok) return wire::ParseError::ok;
@@ -118,7 +119,8 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
     return;
   }
   wire::ParsedFrame parsed;
-  const wire::ParseError e = secure_connections_ != 0 ? parse_for_connection(frame, options, parsed)
+  LookedUp looked_up;
+  const wire::ParseError e = secure_connections_ != 0 ? parse_for_connection(frame, options, parsed, looked_up)
                                                       : wire::parse_frame(frame, parsed, options);
   if (e != wire::ParseError::ok) {
     ++counters_.rx_parse_errors[static_cast<std::size_t>(e)];
@@ -129,8 +131,14 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
     management_(now, parsed);
     return;
   }
-  const auto it = connections_.find(parsed.bth.dest_qp);
-  if (it == connections_.end()) {
+  transport::Connection* connection = nullptr;
+  if (looked_up.done && looked_up.qpn == parsed.bth.dest_qp) {
+    connection = looked_up.found;  // parse_for_connection looked it up already
+  } else {
+    const auto it = connections_.find(parsed.bth.dest_qp);
+    if (it != connections_.end()) connection = it->second.get();
+  }
+  if (connection == nullptr) {
     if (steering_queue(parsed.bth.dest_qp, config_.queues) != config_.queue)
       ++counters_.rx_misdirected;  // another queue's QPN: the sender or the NIC steered it wrong
     else if (parsed.bth.opcode == wire::opcode::mr_probe && is_steering_probe_qpn(parsed.bth.dest_qp))
@@ -142,7 +150,7 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
   // The connection's VLAN (by VID; the priority bits may be rewritten on
   // the way), or none: the same QPN on another VLAN is another network's.
   // The engine enables no VLAN stripping, so the tag is in the frame.
-  const transport::Endpoints& endpoints = it->second->config().endpoints;
+  const transport::Endpoints& endpoints = connection->config().endpoints;
   const bool tagged = parsed.l3_offset != wire::ethernet_header_size;
   if (tagged != endpoints.vlan_present ||
       (tagged && ((wire::load_be16(frame.data() + wire::ethernet_header_size) ^ endpoints.vlan_tci) & 0x0fff) != 0)) {
@@ -152,7 +160,7 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
   ++counters_.rx_delivered;
   // The payload is placed (copied to its destination) inside on_frame: the
   // frame's buffer can be reused right after.
-  it->second->on_frame(now, parsed);
+  connection->on_frame(now, parsed);
 }
 
 Neighbours& Host::enable_neighbours(const NeighbourConfig& config) {

@@ -224,10 +224,17 @@ class alignas(64) Host {
 
  private:
   // With secure connections on this host: parses with the secure trailer
-  // when the frame's destination QP is a secure connection's.
+  // when the frame's destination QP is a secure connection's. `looked_up`
+  // is then the QPN it found in the frame and `found` that QP's connection
+  // (null: none), so that the caller need not look it up again.
+  struct LookedUp {
+    bool done = false;
+    std::uint32_t qpn = 0;
+    transport::Connection* found = nullptr;
+  };
   [[nodiscard]] wire::ParseError parse_for_connection(std::span<const std::uint8_t> frame,
-                                                      const wire::ParseOptions& options,
-                                                      wire::ParsedFrame& parsed) const;
+                                                      const wire::ParseOptions& options, wire::ParsedFrame& parsed,
+                                                      LookedUp& looked_up) const;
   void poll_connections(std::uint64_t now, FrameSink& sink);
   void send_neighbour_frames(std::uint64_t now, FrameSink& sink);
   // Frame i of batch_ could not be taken: copy it aside.
