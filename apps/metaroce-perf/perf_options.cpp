@@ -221,8 +221,13 @@ bool read_by_hand(const po::variables_map& vm, PerfOptions& o, std::string& mess
     o.psn = static_cast<std::uint32_t>(v);
     o.psn_given = true;
   }
-  if (o.sizes.size() != 1 || vm.count("qps")) {
-    message = "a connection set up by hand is one connection of one size: drop --all-sizes and --qps";
+  if (oob && o.sizes.size() != 1) {
+    message = "perftest's exchange here runs one size: drop --all-sizes (give -s)";
+    return false;
+  }
+  if (!oob && (o.sizes.size() != 1 || vm.count("qps"))) {
+    message = "a connection set up by hand is one connection of one size: drop --all-sizes and --qps "
+              "(perftest's exchange, --oob/--oob-port, takes --qps)";
     return false;
   }
   if (o.role == PerfRole::client) {
@@ -526,9 +531,9 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
                 "frames came from";
       return ParseOutcome::error;
     }
-    if (o.role == PerfRole::server && vm.count("qps")) {
+    if (o.role == PerfRole::server && vm.count("qps") && !vm.count("oob-port")) {
       message = "--qps is for the client (or --loopback): the server takes as many connections as the client "
-                "opens, up to --max-connections";
+                "opens, up to --max-connections (with --oob-port, perftest's -q: as many as its client's)";
       return ParseOutcome::error;
     }
     if (!o.fabric_spec.empty() || !o.fabric_plane_specs.empty()) {

@@ -502,9 +502,10 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       finish_at = apps::monotonic_ns() + server_linger_ns;  // answer duplicate DREQs for a while
     }
   });
-  // Set up by hand: the one connection now, its buffers as a client's
-  // request would have asked (offer_for: the client computes the same).
-  metaroce::Connection* by_hand = nullptr;
+  // Set up by hand: the connections now (one, or perftest's -q over its
+  // exchange), their buffers as a client's request would have asked
+  // (offer_for: the client computes the same).
+  std::vector<metaroce::Connection*> by_hand;
   // The connection to the client `p` names (its QPN, first PSN, address).
   const auto set_up_by_hand = [&](const PerfOptions& p) {
     metaroce::ConnectOptions request;
@@ -517,8 +518,9 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     request.gateway = p.gateway;
     request.congestion = p.cc.empty() ? "none" : p.cc;
     apps::set_rocev2_timers(p.rocev2, request);
-    by_hand = e->connect_static(p.peer_ip, by_hand_options(p, request), run.error);
-    if (by_hand == nullptr) return false;
+    metaroce::Connection* made = e->connect_static(p.peer_ip, by_hand_options(p, request), run.error);
+    if (made == nullptr) return false;
+    by_hand.push_back(made);
     metaroce::IncomingRequest in;
     in.peer_ip = p.peer_ip;
     in.peer_qpn = p.peer_qpn;
@@ -526,15 +528,15 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     in.congestion = request.congestion == "none" ? "" : request.congestion;
     in.paths = 1;
     in.streams = 1;
-    in.mtu = by_hand->mtu();
+    in.mtu = made->mtu();
     in.private_data = encode(offer_for(p, p.sizes.front()));
     std::vector<std::uint8_t> reply;
-    if (accept(in, *by_hand, reply) != metaroce::Verdict::accept) {
+    if (accept(in, *made, reply) != metaroce::Verdict::accept) {
       run.error = "no room for the connection's buffers and receives: lower -s or -t";
       return false;
     }
-    const Session& s = *sessions.at(by_hand->qpn());
-    print_local_address(progress, p, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
+    const Session& s = *sessions.at(made->qpn());
+    print_local_address(progress, p, *made, reinterpret_cast<std::uint64_t>(s.write_region.data()),
                         s.write_memory.valid() ? s.write_memory.key : 0);
     return true;
   };
@@ -542,7 +544,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   // perftest's exchange: the steps before the test now, the rest when the
   // client moves on after it (common/oob_exchange.hpp).
   std::unique_ptr<apps::PerftestLink> perftest;
-  apps::OobKeys perftest_keys;  // ours, sent at every keys step
+  apps::OobKeys perftest_keys;  // ours for the first connection, sent at every step after the keys
   if (o.by_hand && o.oob_port != 0) {
     if (progress != nullptr) {
       std::fprintf(progress, " Waiting for a client's out-of-band exchange on TCP port %u; Ctrl-C stops\n",
@@ -562,22 +564,24 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
       if (progress != nullptr)
         std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(), p.mtu,
                      o.mtu);
-      ok = perftest->keys(
-          [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
-            p.peer_qpn = theirs.qpn;
-            p.peer_psn = theirs.psn;
-            p.peer_ip = apps::gid_address(theirs.gid);
-            if (!set_up_by_hand(p)) {
-              error = run.error;
-              return false;
-            }
-            const Session& s = *sessions.at(by_hand->qpn());
-            mine = out_of_band_keys(o, *by_hand, reinterpret_cast<std::uint64_t>(s.write_region.data()),
-                                    s.write_memory.valid() ? s.write_memory.key : 0);
-            perftest_keys = mine;
-            return true;
-          },
-          oob_error);
+      // One keys step per connection (perftest's -q), the client's first.
+      for (std::uint32_t k = 0; ok && k < o.qps; ++k)
+        ok = perftest->keys(
+            [&](const apps::OobKeys& theirs, apps::OobKeys& mine, std::string& error) {
+              p.peer_qpn = theirs.qpn;
+              p.peer_psn = theirs.psn;
+              p.peer_ip = apps::gid_address(theirs.gid);
+              if (!set_up_by_hand(p)) {
+                error = run.error;
+                return false;
+              }
+              const Session& s = *sessions.at(by_hand.back()->qpn());
+              mine = out_of_band_keys(o, *by_hand.back(), reinterpret_cast<std::uint64_t>(s.write_region.data()),
+                                      s.write_memory.valid() ? s.write_memory.key : 0);
+              if (k == 0) perftest_keys = mine;
+              return true;
+            },
+            oob_error);
     }
     // Our QP receives (the barrier), and for SEND, our receives are posted.
     apps::OobKeys theirs;
@@ -589,16 +593,17 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     }
   }
   // After the test: ib_write_bw's keys step and report, then the close;
-  // ib_send_bw only closes. False with the step's error.
-  const auto perftest_finish = [&](Session& s, ClientSummary& client, std::string& error) {
+  // ib_send_bw only closes. `completed` gets what the client's report says
+  // it completed (write, write-imm). False with the step's error.
+  const auto perftest_finish = [&](std::uint64_t size, std::uint64_t received, std::uint64_t& completed,
+                                   std::string& error) {
     apps::OobKeys theirs;
     if (o.op != PerfOp::send) {
       apps::PerftestReport mine, their_report;
-      mine.size = s.offer.size;
-      mine.iterations = s.summary.received;
+      mine.size = size;
+      mine.iterations = received;
       if (!perftest->keys(perftest_keys, theirs, error) || !perftest->report(mine, their_report, error)) return false;
-      client.completed = their_report.iterations;
-      if (o.op == PerfOp::write) s.summary.received = their_report.iterations;  // plain WRITEs: the client's word
+      completed = their_report.iterations;
       if (progress != nullptr)
         std::fprintf(progress,
                      " the client's report: %llu messages of %llu B, BW peak %.2f MB/sec, average %.2f MB/sec, "
@@ -612,25 +617,40 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   while (!interrupted.load()) {
     const std::size_t work = e->poll();
     if (finished && apps::monotonic_ns() >= finish_at) break;
-    if (by_hand != nullptr && !finished) {
-      // Done when -n messages arrived (or the connection failed): no
-      // disconnect request comes.
-      Session& s = *sessions.at(by_hand->qpn());
-      // With perftest's exchange, the client's next step after the test
-      // says it is done (a plain WRITE completes nothing here).
-      const bool broken = by_hand->failed() || !s.problem.empty();
-      if (broken || (perftest ? perftest->peer_moved(apps::oob_message_size) : s.summary.received >= o.iterations)) {
-        ClientSummary client;
-        client.completed = o.iterations;
+    if (!by_hand.empty() && !finished) {
+      // Done when -n messages arrived (or a connection failed): no
+      // disconnect request comes. With perftest's exchange, the client's
+      // next step after the test says it is done (a plain WRITE completes
+      // nothing here), and -n counts per connection, as perftest's does.
+      bool broken = false;
+      std::uint64_t received = 0;
+      for (metaroce::Connection* c : by_hand) {
+        const Session& s = *sessions.at(c->qpn());
+        broken |= c->failed() || !s.problem.empty();
+        received += s.summary.received;
+      }
+      if (broken || (perftest ? perftest->peer_moved(apps::oob_message_size) : received >= o.iterations)) {
+        std::uint64_t reported = 0;
         std::string error;
-        if (perftest && !broken && !perftest_finish(s, client, error)) s.problem = error;
+        const std::uint64_t size = sessions.at(by_hand.front()->qpn())->offer.size;
+        const bool talked = perftest && !broken && perftest_finish(size, received, reported, error);
         perftest.reset();
-        if (by_hand->failed() && s.problem.empty()) s.problem = "the connection failed";
-        const std::uint32_t qpn = by_hand->qpn();
-        report(s, qpn, client);
-        close_session(s);
-        sessions.erase(qpn);
-        by_hand = nullptr;
+        for (std::size_t k = 0; k < by_hand.size(); ++k) {
+          Session& s = *sessions.at(by_hand[k]->qpn());
+          ClientSummary client;
+          client.completed = o.iterations;
+          if (!error.empty() && s.problem.empty()) s.problem = error;
+          // Plain WRITEs: the client's word, spread as its messages are
+          // (message m on connection m % connections).
+          if (talked && o.op == PerfOp::write)
+            s.summary.received = client.completed = reported / by_hand.size() + (k < reported % by_hand.size());
+          if (by_hand[k]->failed() && s.problem.empty()) s.problem = "the connection failed";
+          const std::uint32_t qpn = by_hand[k]->qpn();
+          report(s, qpn, client);
+          close_session(s);
+          sessions.erase(qpn);
+        }
+        by_hand.clear();
         finished = true;
         finish_at = apps::monotonic_ns() + server_linger_ns;  // the last ACKs leave
       }
@@ -724,56 +744,65 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
                       std::string& error, std::FILE* progress) {
   const std::uint32_t qps = o.qps;
   conns.clear();
-  if (o.by_hand) {  // one connection, the server's buffer from the command line or the exchange
-    PerfOptions p = o;
+  if (o.by_hand) {  // the server's buffer from the command line, or -q connections by the exchange
+    // Each connection's options: set up by hand, ours; by the exchange,
+    // what the server sent for it.
+    std::vector<PerfOptions> each(1, o);
     if (!o.oob_address.empty()) {
-      // perftest's exchange: our QPN and first PSN go first, so we draw them now.
-      while (p.qpn < 2) p.qpn = random24();
-      if (!p.psn_given) p.psn = random24();
-      p.psn_given = true;
-      perftest.keys = apps::OobKeys{};
-      perftest.keys.out_reads = 16;
-      perftest.keys.qpn = p.qpn;
-      perftest.keys.psn = p.psn;
-      wire::IpAddress local;
-      if (wire::parse_ip(o.local_ip, local)) perftest.keys.gid = apps::gid_bytes(local);
       perftest.link = apps::PerftestLink::connect(
           o.oob_address, o.cm_timeout_s + 30.0, [&] { e.idle(e.poll()); }, [] { return interrupted.load(); }, error);
       if (!perftest.link) return false;
       perftest.link->set_step_timeout(o.cm_timeout_s + 30.0);
       int agreed = 0;
       std::string version;
-      apps::OobKeys theirs;
-      if (!perftest.link->open(apps::ib_mtu_code(o.mtu), agreed, version, error) ||
-          !perftest.link->keys(perftest.keys, theirs, error))
-        return false;
-      p.mtu = apps::ib_mtu_bytes(agreed);
+      if (!perftest.link->open(apps::ib_mtu_code(o.mtu), agreed, version, error)) return false;
       if (progress != nullptr)
-        std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(), p.mtu,
-                     o.mtu);
-      p.peer_qpn = theirs.qpn;
-      p.peer_psn = theirs.psn;
-      p.remote_addr = theirs.vaddr;
-      p.rkey = theirs.rkey;
+        std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(),
+                     apps::ib_mtu_bytes(agreed), o.mtu);
+      // One keys step per connection (perftest's -q): our QPN and first PSN
+      // go first, so we draw them now (--qpn and --psn: the first's).
+      each.assign(qps, o);
+      for (std::uint32_t k = 0; k < qps; ++k) {
+        PerfOptions& p = each[k];
+        p.mtu = apps::ib_mtu_bytes(agreed);
+        if (o.qpn >= 2) p.qpn = (o.qpn + k) & wire::qpn_mask;
+        while (p.qpn < 2) p.qpn = random24();
+        if (!p.psn_given) p.psn = random24();
+        p.psn_given = true;
+        apps::OobKeys mine, theirs;
+        mine.out_reads = 16;
+        mine.qpn = p.qpn;
+        mine.psn = p.psn;
+        wire::IpAddress local;
+        if (wire::parse_ip(o.local_ip, local)) mine.gid = apps::gid_bytes(local);
+        if (k == 0) perftest.keys = mine;
+        if (!perftest.link->keys(mine, theirs, error)) return false;
+        p.peer_qpn = theirs.qpn;
+        p.peer_psn = theirs.psn;
+        p.remote_addr = theirs.vaddr;
+        p.rkey = theirs.rkey;
+      }
     }
-    ClientConnection c;
-    c.connection = e.connect_static(o.server_address, by_hand_options(p, request), error);
-    if (c.connection == nullptr) return false;
-    c.remote_base = p.remote_addr;
-    c.rkey = p.rkey;
-    c.by_hand = true;
-    c.remote_slots = offer.slots;
-    c.remote_stride = offer.size;
-    if (perftest.link) {
-      const apps::PerftestLayout layout =
-          apps::perftest_write_layout(offer.size, perftest.link->cycle_buffer(), perftest.link->cache_line());
-      c.remote_slots = layout.slots;
-      c.remote_stride = layout.stride;
+    for (const PerfOptions& p : each) {
+      ClientConnection c;
+      c.connection = e.connect_static(o.server_address, by_hand_options(p, request), error);
+      if (c.connection == nullptr) return false;
+      c.remote_base = p.remote_addr;
+      c.rkey = p.rkey;
+      c.by_hand = true;
+      c.remote_slots = offer.slots;
+      c.remote_stride = offer.size;
+      if (perftest.link) {
+        const apps::PerftestLayout layout =
+            apps::perftest_write_layout(offer.size, perftest.link->cycle_buffer(), perftest.link->cache_line());
+        c.remote_slots = layout.slots;
+        c.remote_stride = layout.stride;
+      }
+      conns.push_back(c);
+      print_local_address(progress, p, *c.connection, 0, 0);
     }
-    conns.push_back(c);
-    print_local_address(progress, p, *c.connection, 0, 0);
     if (perftest.link) {
-      // Our QP is ready (the barrier); for SEND, the server's receives are posted.
+      // Our QPs are ready (the barrier); for SEND, the server's receives are posted.
       apps::OobKeys theirs;
       if (!perftest.link->keys(perftest.keys, theirs, error) ||
           (o.op == PerfOp::send && !perftest.link->keys(perftest.keys, theirs, error)))
@@ -842,6 +871,9 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   // --verify keeps no more messages in flight than it has places, so none
   // is overwritten before the server checks it.
   if (perftest.link && o.verify && o.op != PerfOp::send) slots = std::min(slots, conns[0].remote_slots);
+  // -n: all connections' messages together; with perftest's exchange, each
+  // connection's, as perftest counts.
+  const std::uint64_t iterations = perftest.link ? o.iterations * qps : o.iterations;
   const double setup_seconds = run.cm_setup_seconds - setup_before;
   // A port (or the server's) that carries less than --mtu: the payload per
   // packet the two ends agreed on, said once.
@@ -935,10 +967,10 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
     const std::uint64_t posted_before = posted;
     now = apps::monotonic_ns();
     std::size_t work = e.poll();
-    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= o.iterations)) posting = false;
+    if (posting && (duration_ns != 0 ? now - t0 >= duration_ns : posted >= iterations)) posting = false;
     if (interrupted.load()) posting = false;
     // Each connection has its `slots` (at most tx_depth) messages in flight.
-    while (posting && (duration_ns != 0 || posted < o.iterations) && !slot_busy[slot_of(posted)] && failed == 0) {
+    while (posting && (duration_ns != 0 || posted < iterations) && !slot_busy[slot_of(posted)] && failed == 0) {
       const std::uint64_t m = posted;
       const std::uint64_t own = m / qps;  // the connection's own message number
       ClientConnection& c = conns[m % qps];

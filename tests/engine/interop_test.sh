@@ -278,6 +278,34 @@ check "the server's keys carry its printed QPN, PSN, RKey and VAddr and its GID 
    && [ '$(echo "$server_msg" | cut -d: -f7-22)' = '00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4f:00:02' ] \
    && [ -n '$(printed "$work/oob-server.out")' ]"
 
+# perftest's -q over the exchange: a keys step per connection, -n per
+# connection as perftest counts, then the barrier and the close once.
+for verb in write-imm send; do
+  oob_capture 18518 "oob-q-$verb"
+  ip netns exec "$ns_s" "$perf" --server --iface s0 --local-ip 10.79.0.2 "${common[@]}" --oob-port 18518 \
+    -q 4 -s 4096 -n 100 --op "$verb" --verify >"$work/oob-q-$verb-server.out" 2>&1 &
+  server_pid=$!
+  started="$started $server_pid"
+  timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --iface c0 \
+    --local-ip 10.79.0.1 "${common[@]}" --oob 10.80.0.2:18518 -q 4 -s 4096 -n 100 --op "$verb" --verify \
+    >"$work/oob-q-$verb-client.out" 2>&1
+  client_status=$?
+  timeout 10 tail --pid="$server_pid" -f /dev/null
+  kill -9 "$server_pid" 2>/dev/null
+  wait "$server_pid"
+  server_status=$?
+  server_pid=
+  capture_stop
+  keys_steps=$(payloads "oob-q-$verb" | awk '$1 == "10.80.0.1" && (length($2) == 216 || length($2) == 323)' | wc -l)
+  # 4 keys steps, the barrier, then write-imm: the end of the test and the
+  # close; send: its receives posted and the close.
+  want_keys=7
+  check "-q 4 over the exchange, $verb: 4 connections of 100 messages each verified by the server, $want_keys keys steps" \
+    "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
+     && [ \$(grep -c 'closed: 100 messages checked, 0 wrong' '$work/oob-q-$verb-server.out') -eq 4 ] \
+     && grep -Eq '^ 4096 +400 ' '$work/oob-q-$verb-client.out' && [ $keys_steps -eq $want_keys ]"
+done
+
 # Our client against a perftest server written apart (perftest_peer.py, as
 # ib_write_bw's server; its port carries 1024), the data to a metaroce
 # server set up by hand with the keys the peer announces (it counts the
