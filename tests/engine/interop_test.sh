@@ -12,14 +12,16 @@
 # second veth pair with kernel addresses, captured: ib_write_bw's whole
 # conversation in the documented format (doc/WIRE.md), step by step, the
 # client's part of each first, the keys carrying what each end printed;
-# then each end against a perftest end written apart in Python
+# -q 4 over the exchange (a keys step per connection) with write-imm and
+# send, every message verified; then each end against a perftest end written apart in Python
 # (perftest_peer.py), which checks every byte it is sent: our client
 # against an ib_write_bw server, our server against ib_write_bw's and
 # ib_send_bw's clients, an MTU of 1024 agreed each time. Then --cm ibta: rdma_cm's IBTA CM messages (class
 # 0x07 REQ/REP/RTU/DREQ/DREP) on QP 1, as tshark decodes them. Last, metaroce-gen -> metaroce-sink in rocev2 with
 # --pkey and --qp-timeout at both ends: every message verified, the P_Key
 # on every data frame.
-# Root only (skips else); always cleans up. TAP.
+# Root only (skips else); always cleans up (KEEP_WORK=1 keeps the work
+# directory, its captures and outputs, and names it). TAP.
 # Usage: interop_test.sh PATH/metaroce-perf DRIVERS-CONFIG-DIR PATH/metaroce-gen PATH/metaroce-sink
 perf="$1"
 presets="$2"
