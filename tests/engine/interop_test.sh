@@ -58,6 +58,15 @@ not_ok() {
   for f in "$work"/*.out; do [ -f "$f" ] && tail -12 "$f" | sed "s|^|# $(basename "$f"): |"; done
 }
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# await_server: the server's exit status into $server_status, once it has
+# exited (killed if it has not 10 s on).
+await_server() {
+  timeout 10 tail --pid="$server_pid" -f /dev/null
+  kill -9 "$server_pid" 2>/dev/null
+  wait "$server_pid"
+  server_status=$?
+  server_pid=
+}
 
 set -e
 ip netns add "$ns_c"
@@ -115,11 +124,7 @@ run_pair() {
   wait "$client_pid"
   client_status=$?
   client_pid=
-  timeout 10 tail --pid="$server_pid" -f /dev/null
-  kill -9 "$server_pid" 2>/dev/null
-  wait "$server_pid"
-  server_status=$?
-  server_pid=
+  await_server
 }
 # fields NAME FILTER FIELD: FIELD of the RoCEv2 frames of both captures that match FILTER.
 fields() {
@@ -199,11 +204,7 @@ timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0"
   "${common[@]}" --qpn 0x222 --psn 0x123456 --peer-qpn 0x111 --peer-psn 0x654321 --remote-addr "$vaddr" \
   --rkey "$rkey" -s 65536 -n 200 --op write-imm --verify >"$work/by-hand-client.out" 2>&1
 client_status=$?
-timeout 10 tail --pid="$server_pid" -f /dev/null
-kill -9 "$server_pid" 2>/dev/null
-wait "$server_pid"
-server_status=$?
-server_pid=
+await_server
 capture_stop
 check "set up by hand: 200 messages verified by the server, both ends exit 0" \
   "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
@@ -246,11 +247,7 @@ sleep 1
 timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0" --iface c0 --local-ip 10.79.0.1 \
   "${common[@]}" --oob 10.80.0.2:18515 -s 65536 -n 200 --op write-imm --verify >"$work/oob-client.out" 2>&1
 client_status=$?
-timeout 10 tail --pid="$server_pid" -f /dev/null
-kill -9 "$server_pid" 2>/dev/null
-wait "$server_pid"
-server_status=$?
-server_pid=
+await_server
 capture_stop
 check "out-of-band exchange: 200 messages verified by the server, both ends exit 0" \
   "[ $client_status -eq 0 ] && [ $server_status -eq 0 ] \
@@ -292,11 +289,7 @@ for verb in write-imm send; do
     --local-ip 10.79.0.1 "${common[@]}" --oob 10.80.0.2:18518 -q 4 -s 4096 -n 100 --op "$verb" --verify \
     >"$work/oob-q-$verb-client.out" 2>&1
   client_status=$?
-  timeout 10 tail --pid="$server_pid" -f /dev/null
-  kill -9 "$server_pid" 2>/dev/null
-  wait "$server_pid"
-  server_status=$?
-  server_pid=
+  await_server
   capture_stop
   keys_steps=$(payloads "oob-q-$verb" | awk '$1 == "10.80.0.1" && (length($2) == 216 || length($2) == 323)' | wc -l)
   # 4 keys steps, the barrier, then write-imm: the end of the test and the
@@ -332,11 +325,7 @@ timeout 60 ip netns exec "$ns_c" "$perf" --client 10.79.0.2 --peer-mac "$mac_s0"
 client_status=$?
 wait "$peer_pid"
 peer_status=$?
-timeout 10 tail --pid="$server_pid" -f /dev/null
-kill -9 "$server_pid" 2>/dev/null
-wait "$server_pid"
-server_status=$?
-server_pid=
+await_server
 capture_stop
 check "our client against a perftest-style server: every step it sent held, MTU 1024 agreed, 200 messages in order" \
   "[ $client_status -eq 0 ] && [ $peer_status -eq 0 ] && [ $server_status -eq 0 ] \
@@ -373,11 +362,7 @@ for verb in write send; do
     --size 65536 --iterations 200 --command "$data_client >'$work/peer-$verb-data.out' 2>&1" \
     >"$work/peer-$verb-client.out" 2>&1
   peer_status=$?
-  timeout 10 tail --pid="$server_pid" -f /dev/null
-  kill -9 "$server_pid" 2>/dev/null
-  wait "$server_pid"
-  server_status=$?
-  server_pid=
+  await_server
   capture_stop
   if [ "$verb" = write ]; then
     closed='the client.s report: 200 messages of 65536 B, .*closed: 200 messages received'
@@ -405,11 +390,7 @@ timeout 60 ip netns exec "$ns_c" "$gen" --preset "$presets/net_af_packet.ini" --
   --sink 10.79.0.2 --peer-mac "$mac_s0" --idle-sleep-us 5 --mode rocev2 --pkey 0x8123 --qp-timeout 12 \
   -c 2 -n 100 --size 4096-65536 --quiet --json "$work/gen.json" >"$work/gen.out" 2>&1
 client_status=$?
-timeout 10 tail --pid="$server_pid" -f /dev/null
-kill -9 "$server_pid" 2>/dev/null
-wait "$server_pid"
-server_status=$?
-server_pid=
+await_server
 capture_stop
 echo "# gen -> sink: data-QP P_Keys $(pkeys gen 'infiniband.bth.destqp != 1'), $(frames gen 'infiniband.bth.destqp != 1') frames"
 check "metaroce-gen -> metaroce-sink, rocev2 --pkey 0x8123 --qp-timeout 12: both exit 0, every message verified" \
