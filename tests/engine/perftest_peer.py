@@ -23,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 KEYS = re.compile(rb"^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{6}:[0-9a-f]{6}:[0-9a-f]{8}:[0-9a-f]{16}:"
                   rb"(?:[0-9a-f]{2}:){16}[0-9a-f]{8}:\x00$")
@@ -139,7 +140,6 @@ def connect(a):
             sock = socket.create_connection((a.server, a.port), timeout=1)
             break
         except OSError:
-            import time
             time.sleep(0.1)
     if sock is None:
         check("connect to the server", False)
