@@ -729,8 +729,9 @@ std::string close_connections(metaroce::Endpoint& e, std::vector<ClientConnectio
   return problem;
 }
 
-// perftest's exchange, client side: the link and our keys, from the set-up
-// to the close.
+// perftest's exchange, client side, from the set-up to the close: the link,
+// and our first connection's keys, which every step after the keys steps
+// sends.
 struct PerftestSide {
   std::unique_ptr<apps::PerftestLink> link;
   apps::OobKeys keys;
