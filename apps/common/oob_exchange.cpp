@@ -157,14 +157,6 @@ bool parse_perftest_version(std::string_view bytes, std::string& text, double& n
   return true;
 }
 
-int ib_mtu_code(std::uint32_t bytes) {
-  for (int code = 1; code <= 5; ++code)
-    if (bytes == (std::uint32_t{128} << code)) return code;
-  return 0;
-}
-
-std::uint32_t ib_mtu_bytes(int code) { return code >= 1 && code <= 5 ? std::uint32_t{128} << code : 0; }
-
 std::string format_mtu_step(int code) { return std::string{static_cast<char>('0' + code), '\0'}; }
 
 int parse_mtu_step(std::string_view bytes) {

@@ -55,11 +55,8 @@ bool parse_oob_message(std::string_view bytes, OobKeys& out, std::string& error)
 // perftest reads it). False, saying why, for one older than 5.33, whose
 // steps have other sizes.
 bool parse_perftest_version(std::string_view bytes, std::string& text, double& number, std::string& error);
-// The IB MTU code perftest exchanges (IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5)
-// for a size in bytes, and back; 0 for any other size or code.
-[[nodiscard]] int ib_mtu_code(std::uint32_t bytes);
-[[nodiscard]] std::uint32_t ib_mtu_bytes(int code);
-// The MTU step's 2 bytes ("5" and a NUL), and the code the peer's give
+// The MTU step's 2 bytes ("5" and a NUL): an IB MTU code (IBV_MTU_256 = 1
+// .. IBV_MTU_4096 = 5, cm::ibta::mtu_code), and the code the peer's give
 // (0 when they are not one).
 [[nodiscard]] std::string format_mtu_step(int code);
 [[nodiscard]] int parse_mtu_step(std::string_view bytes);

@@ -24,6 +24,7 @@
 #include "common/gid_text.hpp"
 #include "common/oob_exchange.hpp"
 #include "common/run_control.hpp"
+#include "cm/ibta_cm.hpp"
 #include "metaroce-perf/message_pattern.hpp"
 #include "wire/byte_order.hpp"
 
@@ -557,9 +558,9 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     PerfOptions p = o;
     int agreed = 0;
     std::string version;
-    bool ok = perftest != nullptr && perftest->open(apps::ib_mtu_code(o.mtu), agreed, version, oob_error);
+    bool ok = perftest != nullptr && perftest->open(cm::ibta::mtu_code(o.mtu), agreed, version, oob_error);
     if (ok) {
-      p.mtu = apps::ib_mtu_bytes(agreed);
+      p.mtu = cm::ibta::mtu_of_code(static_cast<std::uint8_t>(agreed));
       perftest_layout = apps::perftest_write_layout(o.sizes.front(), perftest->cycle_buffer(), perftest->cache_line());
       if (progress != nullptr)
         std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(), p.mtu,
@@ -756,16 +757,16 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
       perftest.link->set_step_timeout(o.cm_timeout_s + 30.0);
       int agreed = 0;
       std::string version;
-      if (!perftest.link->open(apps::ib_mtu_code(o.mtu), agreed, version, error)) return false;
+      if (!perftest.link->open(cm::ibta::mtu_code(o.mtu), agreed, version, error)) return false;
       if (progress != nullptr)
         std::fprintf(progress, " out-of-band peer: perftest %s; MTU %u agreed (ours %u)\n", version.c_str(),
-                     apps::ib_mtu_bytes(agreed), o.mtu);
+                     cm::ibta::mtu_of_code(static_cast<std::uint8_t>(agreed)), o.mtu);
       // One keys step per connection (perftest's -q): our QPN and first PSN
       // go first, so we draw them now (--qpn and --psn: the first's).
       each.assign(qps, o);
       for (std::uint32_t k = 0; k < qps; ++k) {
         PerfOptions& p = each[k];
-        p.mtu = apps::ib_mtu_bytes(agreed);
+        p.mtu = cm::ibta::mtu_of_code(static_cast<std::uint8_t>(agreed));
         if (o.qpn >= 2) p.qpn = (o.qpn + k) & wire::qpn_mask;
         while (p.qpn < 2) p.qpn = random24();
         if (!p.psn_given) p.psn = random24();
