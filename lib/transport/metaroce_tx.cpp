@@ -403,8 +403,10 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
     // rewritten the bytes; a frame pointing at them, or checksummed before
     // a copy of them, would then leave with an ICRC its bytes do not match.
     const bool inline_payload = pkt.length <= out.inline_limit() || m.response;
-    // (4 bytes of room for the pad, written whole.)
-    const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 : 0));
+    // (4 bytes of room for the pad, written whole; a secure connection's
+    // trailer is kept room after it, where the frame is sealed in place.)
+    const std::size_t spare = inline_payload && secure() ? wire::secure_trailer_size : 0;
+    const std::span<std::uint8_t> h = out.header_space(t.size() + (inline_payload ? pkt.length + 4 + spare : 0));
     t.stamp(h, pkt.length, wire_psn(rel), pkt.last);
     std::uint8_t* ext = h.data() + t.ext_offset();
     wire::MrDataHeader data;
@@ -434,7 +436,7 @@ std::size_t MetaroceConnection::send_data_packet(Time now, std::uint64_t rel, st
       if (!payload.empty()) wire::copy_bytes(at, payload.data(), payload.size());
       wire::store_le32(at + payload.size(), 0);  // the pad, 0 to 3 bytes
       // Its ICRC is computed with the rest of the burst's when poll() ends.
-      out.commit_unsealed(t.size() + payload.size() + pad, t.l3_offset());
+      out.commit_unsealed(t.size() + payload.size() + pad, t.l3_offset(), static_cast<std::uint8_t>(spare));
     } else {
       static constexpr std::array<std::uint8_t, 4> zeros{};
       const std::array<wire::ByteSpan, 3> pieces = {

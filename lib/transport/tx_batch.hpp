@@ -34,6 +34,9 @@ struct TxDescriptor {
   // connection's config): the host sends it out of that port.
   std::uint8_t plane = 0;
   std::uint16_t port = 0;
+  // Bytes of the arena kept free after an unsealed packet (commit_unsealed's
+  // `spare`): a secure connection seals the packet there, in place.
+  std::uint8_t spare = 0;
 };
 
 class TxBatch {
@@ -78,8 +81,10 @@ class TxBatch {
   // `frame_len` bytes) but for its ICRC, computed over its bytes from
   // `icrc_from` (the IP header) by seal(). Computing the ICRCs of a burst
   // one after the other, with nothing in between, lets the CPU overlap
-  // their folds: each alone is a chain of dependent multiplies.
-  void commit_unsealed(std::size_t frame_len, std::size_t icrc_from) {
+  // their folds: each alone is a chain of dependent multiplies. `spare`
+  // bytes after the frame (within what header_space() gave) are kept free
+  // for rebuild() to grow it in place.
+  void commit_unsealed(std::size_t frame_len, std::size_t icrc_from, std::uint8_t spare = 0) {
     TxDescriptor& d = packets_.emplace_back();
     d.header_offset = static_cast<std::uint32_t>(used_);
     d.header_len = static_cast<std::uint32_t>(frame_len);
@@ -87,7 +92,8 @@ class TxBatch {
     d.icrc_from = static_cast<std::uint16_t>(icrc_from);
     d.plane = route_plane_;
     d.port = route_port_;
-    used_ += frame_len;
+    d.spare = spare;
+    used_ += frame_len + spare;
   }
   // Computes the ICRC of every unsealed packet from index `from` on. Whoever
   // commits unsealed packets seals them before the batch leaves its hands.
@@ -116,17 +122,23 @@ class TxBatch {
     if (n != 0) finish();
   }
 
-  // Packet i copied whole into fresh room of the arena, but for its ICRC
-  // (when it has one), with `extra` bytes of room after it: how a secure
-  // connection rebuilds a packet as its sealed form. With `copy_payload`
-  // false the room is the same size but only the headers are copied: the
-  // caller writes the attached payload itself (encrypting it as it goes).
-  // The room is valid until the next call; finish_rebuild(i, len,
-  // icrc_from) then makes packet i its first `len` bytes, unsealed: its
-  // ICRC over its bytes from `icrc_from` on is computed by seal() (its
-  // plane and port kept).
+  // Packet i whole in the arena but for its ICRC (when it has one), with
+  // `extra` bytes of room after it: how a secure connection rebuilds a
+  // packet as its sealed form. An unsealed packet committed with at least
+  // `extra` spare bytes grows where it is; any other is copied into fresh
+  // room (with `copy_payload` false the room is the same size but only the
+  // headers are copied: the caller writes the attached payload itself,
+  // encrypting it as it goes). The room is valid until the next call;
+  // finish_rebuild(i, len, icrc_from) then makes packet i its first `len`
+  // bytes, unsealed: its ICRC over its bytes from `icrc_from` on is
+  // computed by seal() (its plane and port kept).
   std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra, bool copy_payload = true) {
     const TxDescriptor& old = packets_[i];
+    if (old.unsealed && old.spare >= extra) {
+      rebuilt_in_place_ = true;
+      return std::span<std::uint8_t>(arena_.data() + old.header_offset, old.header_len + extra);
+    }
+    rebuilt_in_place_ = false;
     const std::size_t kept_trailer = old.unsealed ? 0 : old.trailer_len - wire::icrc_size;
     const std::size_t n = old.header_len + old.payload.size() + kept_trailer;
     const std::span<std::uint8_t> room = header_space(n + extra);  // may move the arena
@@ -141,13 +153,16 @@ class TxBatch {
   }
   void finish_rebuild(std::size_t i, std::size_t len, std::size_t icrc_from) noexcept {
     TxDescriptor& d = packets_[i];
-    d.header_offset = static_cast<std::uint32_t>(used_);
+    if (!rebuilt_in_place_) {
+      d.header_offset = static_cast<std::uint32_t>(used_);
+      used_ += len;
+    }
     d.header_len = static_cast<std::uint32_t>(len);
     d.payload = {};
     d.trailer_len = 0;
     d.unsealed = true;
+    d.spare = 0;
     d.icrc_from = static_cast<std::uint16_t>(icrc_from);
-    used_ += len;
   }
 
   // Drops packet i (the ones after it move up).
@@ -180,6 +195,7 @@ class TxBatch {
 
  private:
   std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
+  bool rebuilt_in_place_ = false;  // the last rebuild() grew its packet where it was
   std::size_t used_ = 0;
   std::size_t inline_limit_ = default_inline_limit;
   std::uint8_t route_plane_ = 0;
