@@ -1,28 +1,12 @@
 #include "secure/trailer.hpp"
 
 #include "secure/keys.hpp"
+#include "wire/byte_order.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 namespace metaroce::secure {
-
-namespace {
-
-std::uint64_t load_be(const std::uint8_t* p, std::size_t n) noexcept {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-void store_be(std::uint8_t* p, std::uint64_t v, std::size_t n) noexcept {
-  for (std::size_t i = n; i-- > 0;) {
-    p[i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
-
-}  // namespace
 
 ReplayWindow::ReplayWindow(std::size_t width) noexcept
     : width_(std::clamp<std::size_t>((width + 63) / 64 * 64, 64, max_width)) {}
@@ -68,7 +52,7 @@ const char* to_string(OpenResult r) noexcept {
 bool next_epoch_key(std::span<const std::uint8_t> key, std::uint32_t next_spi,
                     std::span<std::uint8_t> out) noexcept {
   std::array<std::uint8_t, 18> info{'m', 'e', 't', 'a', 'r', 'o', 'c', 'e', ' ', 'e', 'p', 'o', 'c', 'h'};
-  store_be(info.data() + 14, next_spi, 4);
+  wire::store_be32(info.data() + 14, next_spi);
   const std::array<std::uint8_t, 32> no_salt{};  // RFC 5869: no salt is HashLen zero bytes
   return hkdf(no_salt, key, info, out);
 }
@@ -120,10 +104,14 @@ bool Sealer::seal_any(std::span<std::uint8_t> frame, std::size_t header_bytes, s
   if (next_ > rotate_after_ && !rotate()) return false;
   const std::size_t region = frame.size() - trailer_bytes;
   std::uint8_t* t = frame.data() + region;
-  store_be(t, spi_, 4);
-  store_be(t + 4, next_, 8);
+  // The nonce and the trailer's copy of it, each written whole from
+  // registers (a copy of one into the other would read back narrower
+  // stores, which the CPU cannot forward: a stall per frame).
   Nonce nonce;
-  std::memcpy(nonce.data(), t, nonce_bytes);
+  wire::store_be32(nonce.data(), spi_);
+  wire::store_be64(nonce.data() + 4, next_);
+  wire::store_be32(t, spi_);
+  wire::store_be64(t + 4, next_);
   Tag tag;
   const bool sealed = from ? gcm_.seal_frame_from(protection_, nonce, frame.first(region), header_bytes, plaintext, tag)
                            : gcm_.seal_frame(protection_, nonce, frame.first(region), header_bytes, tag);
@@ -179,7 +167,7 @@ OpenResult Opener::open_to(std::span<const std::uint8_t> frame, std::size_t head
   if (frame.size() < trailer_bytes) return OpenResult::no_trailer;
   const std::size_t region = frame.size() - trailer_bytes;
   const std::uint8_t* t = frame.data() + region;
-  const auto spi = static_cast<std::uint32_t>(load_be(t, 4));
+  const std::uint32_t spi = wire::load_be32(t);
   Epoch& cur = epochs_[current_];
   if (!cur.valid || (spi & 0x00ffffffu) != (cur.spi & 0x00ffffffu)) return OpenResult::wrong_spi;
   const std::size_t next = (current_ + 1) % epochs_.size();
@@ -191,7 +179,7 @@ OpenResult Opener::open_to(std::span<const std::uint8_t> frame, std::size_t head
     else return OpenResult::unknown_epoch;
   }
   Epoch& e = epochs_[which];
-  const std::uint64_t counter = load_be(t + 4, 8);
+  const std::uint64_t counter = wire::load_be64(t + 4);
   if (!e.window.fresh(counter)) return OpenResult::replayed;
   Nonce nonce;
   std::memcpy(nonce.data(), t, nonce_bytes);
