@@ -133,6 +133,11 @@ class alignas(64) Host {
   // payload would not parse. False and `error` when it cannot be.
   bool set_security(std::uint32_t local_qpn, const transport::SecurityConfig& config, std::string& error);
   [[nodiscard]] std::size_t connection_count() const noexcept { return connections_.size(); }
+  // Every connection secure (and at least one): no data frame's ICRC is
+  // checked here (parse_for_connection), so an engine need not compute it.
+  [[nodiscard]] bool all_secure() const noexcept {
+    return secure_connections_ != 0 && secure_connections_ == connections_.size();
+  }
   // The link of port `port` (a plane's port index) is down (up == false)
   // or up: every connection with a plane on that port is told
   // (Connection::set_plane_link). A repeat of the state it has is ignored;
