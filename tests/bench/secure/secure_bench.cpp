@@ -1,8 +1,9 @@
 // tools/bench secure: what security costs metaroce-perf --loopback, in one
-// run (about a minute): three rounds, each with, for security off,
-// auth-only and encrypted,
+// run (about a minute and a half): five rounds, each with, for security
+// off, auth-only and encrypted,
 //   1. 1 MiB WRITEs for 2 s: goodput;
 //   2. 64 B WRITEs for 2 s: message rate;
+// (each the three modes in turn, in reverse order every other round)
 // and the library's own AES-256-GCM on one core over 1 MiB (encrypt in
 // place, lib/secure's Gcm through intel-ipsec-mb, the key schedule made
 // once). Human-readable lines, then one JSON object as the last line; a
@@ -104,22 +105,31 @@ int main(int argc, char** argv) {
   std::vector<Row> rows = {{"off", "", {}, {}, {}, {}},
                            {"auth", fmt::format("--secure=auth-only --key-file '{}'", key), {}, {}, {}, {}},
                            {"encrypt", fmt::format("--secure --key-file '{}'", key), {}, {}, {}, {}}};
-  // The host is shared: a neighbour's burst can halve one run. Each round
-  // measures every mode once, one after the other, and the ratios are
-  // taken within a round (paired), then the median over the rounds.
-  constexpr int rounds = 3;
+  // The host is shared: a neighbour's burst can halve one run, and its
+  // speed drifts over seconds. Each round measures every mode once, the
+  // three goodput runs one after the other, then the three message-rate
+  // runs, each three in the opposite order every other round (so a drift
+  // favours neither end of the order); the ratios are taken within a round
+  // (paired), then the median over the rounds.
+  constexpr int rounds = 5;
   std::vector<double> gcm_gbps, encrypt_shares, auth_shares, ceilings;
   bool measured = true;
   for (int round = 1; round <= rounds; ++round) {
     std::printf("round %d of %d\n", round, rounds);
-    for (Row& r : rows) {
-      std::printf("  security %s: 1 MiB WRITEs for 2 s, then 64 B WRITEs for 2 s\n", r.mode);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      Row& r = rows[round % 2 == 1 ? k : rows.size() - 1 - k];
+      std::printf("  security %s: 1 MiB WRITEs for 2 s\n", r.mode);
       const Figure g = perf(fmt::format("--loopback -s 1048576 -D 2 --report-gbits {}", r.flags),
                             work + "/bw-" + r.mode + ".json", "bw_average_gbps");
+      if (!g) measured = false;
+      if (g) r.goodput_gbps.push_back(*g);
+    }
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      Row& r = rows[round % 2 == 1 ? k : rows.size() - 1 - k];
+      std::printf("  security %s: 64 B WRITEs for 2 s\n", r.mode);
       const Figure m =
           perf(fmt::format("--loopback -s 64 -D 2 {}", r.flags), work + "/rate-" + r.mode + ".json", "msg_rate_mpps");
-      if (!g || !m) measured = false;
-      if (g) r.goodput_gbps.push_back(*g);
+      if (!m) measured = false;
       if (m) r.msg_rate_mps.push_back(*m);
     }
     std::printf("  the library's AES-256-GCM (intel-ipsec-mb), one core, 1 MiB in place\n");
