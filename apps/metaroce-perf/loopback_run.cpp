@@ -567,7 +567,7 @@ bool run_size(const PerfOptions& o, std::uint64_t size, const FrameTap& tap, std
   // keep the RTO above the usual stall, and let a connection ride out a
   // long one instead of declaring the peer gone after 7 rounds.
   config.connection.initial_rto = 5'000'000;
-  config.connection.min_rto = 2'000'000;
+  config.connection.min_rto = loopback_min_rto_ns;
   config.connection.retry_limit = 50;
   config.connection.rnr_retry_limit = 50;
   if (o.mode == transport::Mode::rocev2) {

@@ -148,6 +148,10 @@ using FrameTap = std::function<void(std::span<const std::uint8_t>, std::uint64_t
 // --zero-copy-threshold asks for attaching (engine::zero_copy_never).
 [[nodiscard]] std::uint32_t loopback_zero_copy_threshold(const PerfOptions& options) noexcept;
 
+// The RTO floor of the loopback's connections (run_loopback): above the
+// usual stall of a software end on a shared core, a few milliseconds.
+inline constexpr std::uint64_t loopback_min_rto_ns = 2'000'000;
+
 // Needs a started EAL. Progress lines go to `progress` once a second.
 RunResult run_loopback(const PerfOptions& options, const FrameTap& tap, std::FILE* progress);
 

@@ -266,7 +266,11 @@ std::size_t EngineHost::poll_once() {
   EngineCounters& counters = host_.counters();
   ++counters.polls;
   std::uint64_t now = clock_.now_ns();
-  if (last_poll_ns_ != 0) counters.max_poll_gap_ns = std::max(counters.max_poll_gap_ns, now - last_poll_ns_);
+  if (last_poll_ns_ != 0) {
+    const std::uint64_t gap = now - last_poll_ns_;
+    counters.max_poll_gap_ns = std::max(counters.max_poll_gap_ns, gap);
+    counters.poll_stalls += gap >= stall_ns ? 1 : 0;
+  }
   last_poll_ns_ = now;
   std::array<rte_mbuf*, burst_size> rx{};
   std::size_t received = 0;

@@ -213,6 +213,7 @@ class alignas(64) EngineHost {
   std::uint64_t next_link_poll_ns_ = 0;
   std::vector<std::uint8_t> rx_scratch_;
   std::uint64_t last_poll_ns_ = 0;
+  static constexpr std::uint64_t stall_ns = 1'000'000;  // a gap between turns this long is a poll_stall
   RxHandoff handoff_;
 };
 

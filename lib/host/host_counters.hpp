@@ -56,6 +56,10 @@ struct HostCounters {
   // Longest time between two turns: a stall (preemption, a slow caller)
   // that the transport's timers saw. Not a sum: += keeps the larger.
   std::uint64_t max_poll_gap_ns = 0;
+  // Turns that began 1 ms or more after the one before: stalls (another
+  // thread, the kernel or the hypervisor had the CPU) long enough to count
+  // against a retransmission timer.
+  std::uint64_t poll_stalls = 0;
   std::uint64_t connections_refused = 0;  // add_connection refused: max_connections reached
   // Connections polled, summed over turns: a turn polls only those on the
   // ready list, so idle connections add nothing.
@@ -108,6 +112,7 @@ struct HostCounters {
     idle_polls += o.idle_polls;
     idle_sleeps += o.idle_sleeps;
     max_poll_gap_ns = std::max(max_poll_gap_ns, o.max_poll_gap_ns);
+    poll_stalls += o.poll_stalls;
     connections_refused += o.connections_refused;
     connections_polled += o.connections_polled;
     tx_budget_stops += o.tx_budget_stops;
@@ -160,6 +165,7 @@ struct HostCounters {
     f("idle_polls", self.idle_polls);
     f("idle_sleeps", self.idle_sleeps);
     f("max_poll_gap_ns", self.max_poll_gap_ns);
+    f("poll_stalls", self.poll_stalls);
     f("connections_refused", self.connections_refused);
     f("connections_polled", self.connections_polled);
     f("tx_budget_stops", self.tx_budget_stops);

@@ -142,6 +142,11 @@ struct Row {
   // share of it this row's goodput is.
   double payload_ceiling_gbps = 0.0;
   double link_share = 0.0;
+  // Turns of either side's lcore that began 1 ms or more after the one
+  // before (poll_stalls), and the longest gap: a stall longer than the RTO
+  // fires the sender's timer with nothing lost.
+  std::uint64_t lcore_stalls = 0;
+  double longest_stall_ms = 0.0;
   metaroce::perf::RunResult run;
 };
 
@@ -379,6 +384,8 @@ void run_row(const Options& o, Row& r) {
   r.goodput_gbps = s.average_bps / 1e9;
   r.retransmits = r.run.connection_a.retransmitted_packets;
   r.spurious = r.run.connection_b.spurious_retransmissions;
+  r.lcore_stalls = r.run.host_a.poll_stalls + r.run.host_b.poll_stalls;
+  r.longest_stall_ms = double(std::max(r.run.host_a.max_poll_gap_ns, r.run.host_b.max_poll_gap_ns)) / 1e6;
   r.dropped_forward = r.run.forward.dropped();
   r.dropped_backward = r.run.backward.dropped();
   r.frames_forward = r.run.forward.received;
@@ -407,6 +414,8 @@ void add_row_fields(apps::JsonLine& j, const Row& r) {
       .add("cpu_busy_share", round_to(r.cpu_busy_share, 3))
       .add("link_share", round_to(r.link_share, 3))
       .add("others_cpu_share", round_to(r.others_cpu_share, 3))
+      .add("lcore_stalls", r.lcore_stalls)
+      .add("longest_stall_ms", round_to(r.longest_stall_ms, 2))
       .add("ok", r.ok);
 }
 
@@ -550,8 +559,9 @@ int main(int argc, char** argv) {
   std::printf("# cpu_busy = the sender lcore's busy TSC cycles / elapsed cycles (it also runs the forward link);\n"
               "# others = the share of this machine's CPU time other processes took during the row\n");
   std::printf("# of_link = goodput / the most payload the link carries in this mode's frames\n");
-  std::printf("%-9s %-5s %-15s %10s %11s %8s %12s %9s %11s %9s %7s\n", "mode", "op", "loss", "goodput", "of_lossless",
-              "of_link", "retransmits", "spurious", "fabric_drop", "cpu_busy", "others");
+  std::printf("# stalls = turns of either lcore that began >= 1 ms after the one before (the longest, ms)\n");
+  std::printf("%-9s %-5s %-15s %10s %11s %8s %12s %9s %11s %9s %7s %12s\n", "mode", "op", "loss", "goodput",
+              "of_lossless", "of_link", "retransmits", "spurious", "fabric_drop", "cpu_busy", "others", "stalls");
   std::fflush(stdout);
 
   bool all_ok = true;
@@ -593,11 +603,11 @@ int main(int argc, char** argv) {
     r.pct_of_lossless = lossless[op][m] > 0 ? 100.0 * r.goodput_gbps / lossless[op][m] : 0.0;
     max_busy = std::max(max_busy, r.cpu_busy_share);
     max_others = std::max(max_others, r.others_cpu_share);
-    std::printf("%-9s %-5s %-15s %5.2f Gb/s %10.1f%% %7.1f%% %12llu %9llu %11llu %8.0f%% %6.0f%%%s\n",
+    std::printf("%-9s %-5s %-15s %5.2f Gb/s %10.1f%% %7.1f%% %12llu %9llu %11llu %8.0f%% %6.0f%% %4llu (%4.1f)%s\n",
                 mode_name(r.mode).c_str(), perf::to_string(r.op), row_label(r).c_str(), r.goodput_gbps, r.pct_of_lossless, 100 * r.link_share,
                 static_cast<unsigned long long>(r.retransmits), static_cast<unsigned long long>(r.spurious),
                 static_cast<unsigned long long>(r.dropped_forward + r.dropped_backward), 100 * r.cpu_busy_share,
-                100 * r.others_cpu_share,
+                100 * r.others_cpu_share, static_cast<unsigned long long>(r.lcore_stalls), r.longest_stall_ms,
                 r.ok ? "" : "  FAILED");
     if (!r.ok) {
       std::printf("#   %s\n", r.problem.c_str());
@@ -629,6 +639,17 @@ int main(int argc, char** argv) {
                 100 * max_others);
   else
     std::printf("other processes took at most %.0f%% of this machine's CPU in any row\n", 100 * max_others);
+  // Spurious resends: each row that has them, and the stalls of its lcores.
+  for (const Row& r : rows) {
+    if (!r.ran || r.spurious == 0) continue;
+    std::printf("%s %s %s: %llu spurious resends with %llu lcore stalls, the longest %.1f ms: %s\n",
+                mode_name(r.mode).c_str(), perf::to_string(r.op), row_label(r).c_str(),
+                static_cast<unsigned long long>(r.spurious), static_cast<unsigned long long>(r.lcore_stalls),
+                r.longest_stall_ms,
+                r.longest_stall_ms * 1e6 >= double(perf::loopback_min_rto_ns)
+                    ? "a stall outlasted the RTO floor, so a timer fired with nothing lost"
+                    : "no stall outlasted the RTO floor");
+  }
   const Row* m1 = find_row(rows, transport::Mode::metaroce, RowKind::random, 1.0);
   const Row* m10 = find_row(rows, transport::Mode::metaroce, RowKind::random, 10.0);
   if (m1 != nullptr && m10 != nullptr)
