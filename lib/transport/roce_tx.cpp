@@ -271,8 +271,13 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
   ++counters_.naks_received;
   switch (syndrome) {
     case wire::syndrome::nak_psn_sequence_error:
+      // The peer answered a gap as it saw it: what made the timer fire
+      // before was loss, not a peer slower than the timeout, so the backoff
+      // ends (under heavy loss RTT samples are rare, every round being
+      // resent, and the backoff would otherwise only grow).
+      backoff_ = 0;
       // One NAK per gap; a copy (the network duplicated it) or a NAK for
-      // the PSN a go-back round already restarted from changes nothing.
+      // the PSN a go-back round already restarted from changes nothing more.
       if (rnr_waiting_ || (retry_active_ && retry_rel_ == rel)) return;
       go_back(now, rel);
       return;

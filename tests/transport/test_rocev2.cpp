@@ -550,6 +550,46 @@ TEST(Rocev2Timers, SlowPeerGetsTheWindowResentTwiceNotOncePerAck) {
   EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), packets * mtu), 0);
 }
 
+// Loss, not a slow peer: the timer fires (everything of a 4-packet WRITE
+// lost), the resent round loses its second packet again, and the peer
+// answers the gap with a NAK at once. That NAK ends the backoff: once the
+// round is acknowledged the timer is armed with the measured RTO (4.19 ms
+// here), not the doubled one (8.39 ms), although every packet was resent
+// and so no RTT was sampled. (Under heavy loss a backoff kept until the next
+// sample only grows: the loss sweep's rocev2 rows at 5% and 10% fell to a
+// tenth of their goodput so.)
+TEST(Rocev2Timers, NakForAGapEndsTheBackoff) {
+  constexpr Time base_rto = 4'194'304;  // 2^10 x 4.096 us
+  Pair p([](ConnectionConfig& c) { apply(IbtaTimers{10, 7, 7}, c); });
+  ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 1, 0, 4 * mtu, 0)), PostResult::ok);
+  EXPECT_EQ(p.drain(*p.a, 0).size(), 4u);  // all lost
+  EXPECT_EQ(p.a->path_info(0).rto, base_rto);
+  const auto resent = p.drain(*p.a, 4'300'000);
+  ASSERT_EQ(resent.size(), 4u);
+  EXPECT_EQ(p.a->counters().rto_timeouts, 1u);
+  EXPECT_EQ(p.a->path_info(0).rto, 2 * base_rto);  // backed off
+  // The second is lost again; the third makes the peer NAK PSN 1.
+  Pair::deliver(*p.b, 4'400'000, resent[0]);
+  Pair::deliver(*p.b, 4'400'000, resent[2]);
+  const auto nak = p.drain(*p.b, 4'400'000);
+  ASSERT_EQ(nak.size(), 1u);
+  Pair::deliver(*p.a, 4'500'000, nak[0]);
+  EXPECT_EQ(p.a->counters().naks_received, 1u);
+  const auto again = p.drain(*p.a, 4'500'000);
+  ASSERT_EQ(again.size(), 3u);
+  Pair::deliver_all(*p.b, 4'600'000, again);
+  Pair::deliver_all(*p.a, 4'700'000, p.drain(*p.b, 4'600'000));
+  const auto done = Pair::completions(*p.a);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, CompletionStatus::success);
+  EXPECT_EQ(p.a->counters().retransmitted_packets, 7u);
+  EXPECT_EQ(std::memcmp(p.dst_at(0), p.src.data(), 4 * mtu), 0);
+  // Nothing outstanding: post one more packet and see which RTO it gets.
+  ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 2, 0, mtu, 0)), PostResult::ok);
+  EXPECT_EQ(p.drain(*p.a, 4'800'000).size(), 1u);
+  EXPECT_EQ(p.a->path_info(0).rto, base_rto);
+}
+
 TEST(Rocev2Exact, CnpAndMetaroceOpcodesAreCountedAndIgnored) {
   Pair p;
   wire::FrameSpec spec;
