@@ -80,9 +80,10 @@ same("README's .ci/run row names every step .ci/run runs", ci_named, ci_steps)
 layout = section(readme, "Layout")
 lib_dirs = [d for d in os.listdir(os.path.join(root, "lib")) if os.path.isdir(os.path.join(root, "lib", d))]
 same("Layout lists every lib/ layer", re.findall(r"^lib/([a-z]+)/", layout, re.MULTILINE), lib_dirs)
-# Build directories (build/, build-asan/, ...) and hidden ones but .ci/ are
-# not part of the tree.
-top_dirs = [d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d != "lib"
+# Build directories (build/, build-asan/, ...), what the tools write
+# (results/, which .gitignore keeps out) and hidden ones but .ci/ are not
+# part of the tree.
+top_dirs = [d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d not in ("lib", "results")
             and not d.startswith("build") and (d == ".ci" or not d.startswith("."))]
 documented_top = [m.split("/")[0] for m in re.findall(r"^(\.?[a-z-]+)/", layout, re.MULTILINE) if m != "lib"]
 same("Layout lists every top-level folder", documented_top, top_dirs)
