@@ -75,6 +75,7 @@ void RoceConnection::on_answer(Time now, const wire::ParsedFrame& frame) {
       acknowledge_through(now, rel);
     } else {
       ++counters_.read_responses_out_of_sequence;
+      backoff_ = 0;  // the responder answers at once: loss, as a NAK for a gap says (on_ack)
       if (!(retry_active_ && retry_rel_ == snd_una_)) go_back(now, snd_una_);
       complete_sends();
       return;

@@ -231,6 +231,7 @@ void RoceConnection::on_ack(Time now, const wire::ParsedFrame& frame) {
     acknowledge_through(now, through);
     if (through < rel + 1 && !(retry_active_ && retry_rel_ == snd_una_)) {
       ++counters_.read_responses_out_of_sequence;
+      backoff_ = 0;  // the answer was lost, the peer is not slow: as for a NAK below
       go_back(now, snd_una_);
     }
     complete_sends();

@@ -496,6 +496,40 @@ TEST(RoceRead, GapInResponsesReissuesFromTheFirstMissingPsn) {
   EXPECT_EQ(done[0].status, CompletionStatus::success);
 }
 
+// The READ's request is lost and the timer fires (the RTO doubles); the
+// answers to the re-issued request lose their MIDDLE. The gap is loss, the
+// responder answering at once: the backoff ends, and once the READ is
+// answered the next packet's timer has the undoubled RTO.
+TEST(RoceRead, GapInResponsesEndsTheBackoff) {
+  ReadPair p(16, Mode::rocev2);
+  ASSERT_EQ(p.a->post_send(p.read(1, 0, 2500)), PostResult::ok);
+  ASSERT_EQ(p.drain(*p.a, 1'000).size(), 1u);  // lost
+  const Time base = p.a->path_info(0).rto;
+  EXPECT_EQ(base, ConnectionConfig{}.initial_rto);  // no RTT sampled yet
+  const auto reissued = p.drain(*p.a, 1'000 + base + 300'000);
+  ASSERT_EQ(reissued.size(), 1u);
+  EXPECT_EQ(p.a->counters().rto_timeouts, 1u);
+  EXPECT_EQ(p.a->path_info(0).rto, 2 * base);
+  const Time t = 1'000 + base + 350'000;  // before the second timeout (base + 2 base)
+  ConnectionPair::deliver(*p.b, t, reissued[0]);
+  const auto answers = p.drain(*p.b, t);
+  ASSERT_EQ(answers.size(), 3u);
+  ConnectionPair::deliver(*p.a, t, answers[0]);
+  ConnectionPair::deliver(*p.a, t, answers[2]);  // MIDDLE lost
+  EXPECT_EQ(p.a->counters().read_responses_out_of_sequence, 1u);
+  const auto again = p.drain(*p.a, t + 1'000);
+  ASSERT_EQ(again.size(), 1u);
+  ConnectionPair::deliver(*p.b, t + 2'000, again[0]);
+  ConnectionPair::deliver_all(*p.a, t + 3'000, p.drain(*p.b, t + 2'000));
+  EXPECT_EQ(std::memcmp(p.src.data(), p.dst_at(0), 2500), 0);
+  const auto done = ConnectionPair::completions(*p.a);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, CompletionStatus::success);
+  ASSERT_EQ(p.a->post_send(p.request(SendOp::write, 2, 0, 100)), PostResult::ok);
+  EXPECT_EQ(p.drain(*p.a, t + 4'000).size(), 1u);
+  EXPECT_EQ(p.a->path_info(0).rto, base);
+}
+
 TEST(RoceAtomics, DuplicateIsAnsweredFromTheSavedResultNotExecutedAgain) {
   ReadPair p(16, Mode::rocev2);
   const std::uint64_t start = 1000;
