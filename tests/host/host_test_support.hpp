@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,16 @@ inline transport::ConnectionConfig pair_end(const transport::ConnectionConfig& b
     std::swap(c.initial_psn, c.peer_initial_psn);
   }
   return c;
+}
+
+// Adds a connection to `h` and connects it; throws std::invalid_argument
+// with the host's reason when it refuses.
+inline transport::Connection& add_connected(host::Host& h, const transport::ConnectionConfig& config) {
+  std::string error;
+  transport::Connection* c = h.add_connection(config, nullptr, error);
+  if (c == nullptr) throw std::invalid_argument(error);
+  c->connect();
+  return *c;
 }
 
 inline std::uint64_t splitmix(std::uint64_t x) noexcept {

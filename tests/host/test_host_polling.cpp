@@ -41,13 +41,7 @@ transport::ConnectionConfig apps_default() {
   return c;
 }
 
-Connection& add(host::Host& h, const transport::ConnectionConfig& config) {
-  std::string error;
-  Connection* c = h.add_connection(config, nullptr, error);
-  if (c == nullptr) throw std::invalid_argument(error);
-  c->connect();
-  return *c;
-}
+Connection& add(host::Host& h, const transport::ConnectionConfig& config) { return add_connected(h, config); }
 
 // `count` connected pairs, A's end on `a` and B's on `b`: the apps'
 // defaults with 1 KiB packets.

@@ -23,13 +23,7 @@ using transport::SendOp;
 
 using Frame = std::vector<std::uint8_t>;
 
-Connection& add(host::Host& h, const transport::ConnectionConfig& config) {
-  std::string error;
-  Connection* c = h.add_connection(config, nullptr, error);
-  if (c == nullptr) throw std::invalid_argument(error);
-  c->connect();
-  return *c;
-}
+Connection& add(host::Host& h, const transport::ConnectionConfig& config) { return add_connected(h, config); }
 
 transport::SecurityConfig keys(bool a_side) {
   transport::SecurityConfig s;
