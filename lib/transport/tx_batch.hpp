@@ -134,11 +134,8 @@ class TxBatch {
   // computed by seal() (its plane and port kept).
   std::span<std::uint8_t> rebuild(std::size_t i, std::size_t extra, bool copy_payload = true) {
     const TxDescriptor& old = packets_[i];
-    if (old.unsealed && old.spare >= extra) {
-      rebuilt_in_place_ = true;
+    if (grows_in_place(old, extra))
       return std::span<std::uint8_t>(arena_.data() + old.header_offset, old.header_len + extra);
-    }
-    rebuilt_in_place_ = false;
     const std::size_t kept_trailer = old.unsealed ? 0 : old.trailer_len - wire::icrc_size;
     const std::size_t n = old.header_len + old.payload.size() + kept_trailer;
     const std::span<std::uint8_t> room = header_space(n + extra);  // may move the arena
@@ -153,7 +150,9 @@ class TxBatch {
   }
   void finish_rebuild(std::size_t i, std::size_t len, std::size_t icrc_from) noexcept {
     TxDescriptor& d = packets_[i];
-    if (!rebuilt_in_place_) {
+    // rebuild() gave room of len bytes: where the packet was when it could
+    // grow there by the difference, else fresh room at the arena's end.
+    if (!grows_in_place(d, len - d.header_len)) {
       d.header_offset = static_cast<std::uint32_t>(used_);
       used_ += len;
     }
@@ -194,8 +193,12 @@ class TxBatch {
   }
 
  private:
+  // An unsealed packet with `extra` spare bytes after it is rebuilt where it is.
+  static bool grows_in_place(const TxDescriptor& d, std::size_t extra) noexcept {
+    return d.unsealed && d.spare >= extra;
+  }
+
   std::vector<std::uint8_t> arena_ = std::vector<std::uint8_t>(16384);
-  bool rebuilt_in_place_ = false;  // the last rebuild() grew its packet where it was
   std::size_t used_ = 0;
   std::size_t inline_limit_ = default_inline_limit;
   std::uint8_t route_plane_ = 0;
