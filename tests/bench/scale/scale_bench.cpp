@@ -1,5 +1,8 @@
 // tools/bench scale: what many connections cost, in one run (about a minute):
-//   1. at 1, 16, 256, 1,024 and 4,096 connections over the loopback
+//   1. at 1, 16, 256, 1,024 and 4,096 connections over the loopback, in
+//      three rounds (1, 16, .., 4,096, then again: a shared host's slow
+//      spells fall on all the points alike), each figure the median of its
+//      three
 //      (metaroce-perf --loopback -q N, one host per end, messages
 //      round-robin over the connections, -t 128 per connection):
 //        - the 64 B WRITE message rate (1 s),
@@ -22,6 +25,7 @@
 // that could not be measured is null.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +52,7 @@ using metaroce::bench::run;
 
 constexpr unsigned connection_counts[] = {1, 16, 256, 1024, 4096};
 constexpr unsigned cm_connections = 4096;
+constexpr int rounds = 3;
 
 struct Row {
   unsigned connections = 0;
@@ -126,6 +131,31 @@ Figure cm_setup_rate(const std::string& work) {
   return json_number(client, "cm_setup_per_s");
 }
 
+// The median of the figures measured (null when none was).
+Figure median(std::vector<Figure> figures) {
+  std::erase_if(figures, [](const Figure& f) { return !f; });
+  if (figures.empty()) return std::nullopt;
+  std::sort(figures.begin(), figures.end());
+  return figures[figures.size() / 2];
+}
+
+// Each figure of a point: the median over the rounds that measured it.
+Row median_row(const std::vector<Row>& of_point) {
+  Row r = of_point.front();
+  std::vector<Figure> rate, goodput, bytes, rss;
+  for (const Row& x : of_point) {
+    rate.push_back(x.msg_rate_mps);
+    goodput.push_back(x.goodput_gbps);
+    bytes.push_back(x.bytes_per_connection);
+    rss.push_back(x.rss_bytes_per_connection);
+  }
+  r.msg_rate_mps = median(rate);
+  r.goodput_gbps = median(goodput);
+  r.bytes_per_connection = median(bytes);
+  r.rss_bytes_per_connection = median(rss);
+  return r;
+}
+
 std::string share(const Figure& part, const Figure& whole) {
   return part && whole && *whole > 0 ? fmt::format("{:.0f}%", 100.0 * *part / *whole) : "?";
 }
@@ -139,30 +169,49 @@ int main(int argc, char** argv) {
   const std::string work = *scratch;
   const char* dir = work.c_str();
 
-  std::vector<Row> rows;
-  for (const unsigned n : connection_counts) {
-    if (!rows.empty() && rows.back().bytes_per_connection) {
-      const double needed = *rows.back().bytes_per_connection * 2.0 * n;
-      const double available = memory_available();
-      if (available > 0 && needed > available / 2) {
-        std::printf("%u connections: skipped, they would take about %.1f GiB (%.0f KiB per connection end, both "
-                    "ends here), more than half of the %.1f GiB available\n",
-                    n, needed / double(1u << 30), *rows.back().bytes_per_connection / 1024.0,
-                    available / double(1u << 30));
-        Row skipped;
-        skipped.connections = n;
-        skipped.skipped = true;
-        rows.push_back(skipped);
-        continue;
+  // measured[i]: point i's rows, one per round. A point skipped for its
+  // memory in the first round is skipped in every round.
+  constexpr std::size_t points = std::size(connection_counts);
+  std::vector<std::vector<Row>> measured(points);
+  for (int round = 1; round <= rounds; ++round) {
+    std::printf("round %d of %d\n", round, rounds);
+    for (std::size_t i = 0; i < points; ++i) {
+      const unsigned n = connection_counts[i];
+      if (round == 1 && i > 0 && measured[i - 1].front().bytes_per_connection) {
+        const double per_end = *measured[i - 1].front().bytes_per_connection;
+        const double needed = per_end * 2.0 * n;
+        const double available = memory_available();
+        if (available > 0 && needed > available / 2) {
+          std::printf("%u connections: skipped, they would take about %.1f GiB (%.0f KiB per connection end, both "
+                      "ends here), more than half of the %.1f GiB available\n",
+                      n, needed / double(1u << 30), per_end / 1024.0, available / double(1u << 30));
+          Row skipped;
+          skipped.connections = n;
+          skipped.skipped = true;
+          measured[i].push_back(skipped);
+          continue;
+        }
       }
+      if (!measured[i].empty() && measured[i].front().skipped) continue;
+      measured[i].push_back(measure(n, work));
     }
-    rows.push_back(measure(n, work));
   }
+  std::vector<Row> rows;
+  for (const std::vector<Row>& of_point : measured) rows.push_back(median_row(of_point));
   const Figure setup = cm_setup_rate(work);
 
   const Row& one = rows.front();
   const Row& most = rows.back();
-  std::printf("\nsummary (loopback: both ends in one process over net_ring, 2 lcores; -t 128 per connection)\n");
+  std::printf("\nround by round (64 B msg rate [M msg/s] / 64 KiB goodput [Gb/s])\n");
+  for (std::size_t i = 0; i < points; ++i) {
+    std::printf("  %-13u", connection_counts[i]);
+    for (const Row& r : measured[i])
+      std::printf(" %s / %s  ", r.skipped ? "skipped" : json_value(r.msg_rate_mps, 3).c_str(),
+                  r.skipped ? "skipped" : json_value(r.goodput_gbps, 2).c_str());
+    std::printf("\n");
+  }
+  std::printf("\nsummary, medians of %d rounds (loopback: both ends in one process over net_ring, 2 lcores; -t 128 per "
+              "connection)\n", rounds);
   std::printf("  connections   64 B msg rate [M msg/s]   64 KiB goodput [Gb/s]   bytes per connection   "
               "(RSS at creation)\n");
   for (const Row& r : rows)
@@ -190,7 +239,7 @@ int main(int argc, char** argv) {
                         i == 0 ? "" : ",", rows[i].connections, json_value(rows[i].msg_rate_mps, 4),
                         json_value(rows[i].goodput_gbps, 3), json_value(rows[i].bytes_per_connection, 0),
                         json_value(rows[i].rss_bytes_per_connection, 0));
-  json += fmt::format("],\"cm_setup_per_s\":{}}}", json_value(setup, 0));
+  json += fmt::format("],\"rounds\":{},\"cm_setup_per_s\":{}}}", rounds, json_value(setup, 0));
   std::printf("%s\n", json.c_str());
   return one.msg_rate_mps && setup ? 0 : 1;
 }
