@@ -93,7 +93,7 @@ bool MetaroceConnection::take_path_slots(TxPath& path) {
     pools_->path_slots.wait(*this);
     return false;
   }
-  // Every slot says "no packet" (HostPools::path_slots).
+  path.seq_slot[0] = TxPath::no_packet;  // the rest is still "no packet" (HostPools::path_slots)
   return true;
 }
 
@@ -115,7 +115,9 @@ MetaroceConnection::RxMessage* MetaroceConnection::rx_message(RxStream& stream, 
       pools_->rx_chunks.wait(*this);
       return nullptr;
     }
-    // Every entry is inactive (HostPools::rx_chunks).
+    // Every entry is inactive (HostPools::rx_chunks) but the first, whose
+    // bytes the free list used.
+    chunk[0] = RxMessage{};
     ++stream.chunks_held;
   }
   return &chunk[msg_seq % chunk_entries];

@@ -80,17 +80,6 @@ class MetaroceConnection final : public Connection {
   void on_path_ack(Time now, const wire::MrPathAck& block);
   void resolve(Time now, std::uint16_t path, std::uint32_t seq, bool delivered);
   void mark_acked(std::uint64_t rel);
-  // Before path sequences una..limit (exclusive) are resolved: the messages
-  // of their packets, fetched together (at most max_resolved_prefetches),
-  // so that thousands of connections' cold messages cost one wait, not one
-  // each.
-  void prefetch_resolved(const TxPath& path, std::uint32_t limit) noexcept;
-  static constexpr std::uint32_t max_resolved_prefetches = 64;
-  // next_new_packet fetches the message this many places behind the one it
-  // assigns.
-  static constexpr std::size_t message_prefetch_distance = 4;
-  // Both cache lines of `m` (metaroce_internal.hpp).
-  static void prefetch_message(const SendMessage* m) noexcept;
   void mark_lost(std::uint64_t rel);
   void advance_snd_una();
   void complete_sends();

@@ -127,12 +127,6 @@ struct MetaroceConnection::TxPacket {
   std::uint16_t transmissions = 0;
 };
 
-inline void MetaroceConnection::prefetch_message(const SendMessage* m) noexcept {
-  static_assert(sizeof(SendMessage) == 128);  // two cache lines
-  __builtin_prefetch(m, 0, 3);
-  __builtin_prefetch(reinterpret_cast<const char*>(m) + 64, 0, 3);
-}
-
 inline MetaroceConnection::TxPacket& MetaroceConnection::packet(std::uint64_t rel) noexcept {
   return tx_chunks_[(rel / chunk_entries) & (tx_chunk_count_ - 1)][rel % chunk_entries];
 }

@@ -370,11 +370,6 @@ bool MetaroceConnection::next_new_packet(std::uint64_t& rel) {
       // read_finished asks for a poll when one completes.
       return responses_active_ != 0 && answer_behind(segment_index_ + 1);
     }
-    // With thousands of connections the messages queued behind this one
-    // are out of cache: fetching one a few places ahead overlaps its
-    // misses with the work on this one.
-    if (segment_index_ + message_prefetch_distance < send_queue_.size())
-      prefetch_message(send_queue_[segment_index_ + message_prefetch_distance].get());
     return assign(m, request);
   }
   return false;
@@ -603,15 +598,6 @@ void MetaroceConnection::mark_lost(std::uint64_t rel) {
   request_poll();
 }
 
-void MetaroceConnection::prefetch_resolved(const TxPath& path, std::uint32_t limit) noexcept {
-  if (path.seq_slot == nullptr) return;
-  std::uint32_t n = 0;
-  for (std::uint32_t s = path.una; static_cast<std::int32_t>(limit - s) > 0 && n < max_resolved_prefetches; ++s, ++n) {
-    const std::uint64_t rel = path.seq_slot[s % wire::sack_bits];
-    if (rel >= snd_una_ && rel < snd_next_) prefetch_message(packet(rel).message);
-  }
-}
-
 // Path sequence `seq` of `path_id` was delivered, or (delivered == false)
 // is known lost. Every transmission is resolved exactly once.
 void MetaroceConnection::resolve(Time, std::uint16_t path_id, std::uint32_t seq, bool delivered) {
@@ -657,7 +643,6 @@ void MetaroceConnection::on_path_ack(Time now, const wire::MrPathAck& block) {
     ++counters_.sack_unknown;
     limit = path.next_seq;
   }
-  prefetch_resolved(path, limit);
   for (std::uint32_t s = path.una; static_cast<std::int32_t>(limit - s) > 0; ++s) note(s, true);
 
   // Above cum: set bits arrived; a clear bit below the highest set one is a

@@ -13,7 +13,7 @@ constexpr std::align_val_t block_alignment{64};
 }  // namespace
 
 BlockPool::BlockPool(std::size_t block_bytes, std::size_t max_blocks, std::uint8_t waiter_bit, int fill)
-    : block_bytes_((std::max<std::size_t>(block_bytes, 1) + 63) / 64 * 64),
+    : block_bytes_((std::max<std::size_t>(block_bytes, sizeof(FreeBlock)) + 63) / 64 * 64),
       max_blocks_(max_blocks),
       waiter_bit_(waiter_bit),
       fill_(fill) {}
@@ -27,9 +27,8 @@ void* BlockPool::take_slow() noexcept {
     ++dry_;
     return nullptr;
   }
-  if (free_count_ == 0) {
-    // A new slab, and room in the free stack for its blocks (so that give
-    // never allocates).
+  if (free_ == nullptr) {
+    // A slab of 64 KiB (or one block, if larger), cut into free blocks.
     const std::size_t per_slab = std::max<std::size_t>(1, slab_bytes / block_bytes_);
     void* slab = ::operator new(per_slab * block_bytes_, block_alignment, std::nothrow);
     if (slab == nullptr) {
@@ -37,7 +36,6 @@ void* BlockPool::take_slow() noexcept {
       return nullptr;
     }
     try {
-      free_.resize(capacity_ + per_slab);
       slabs_.push_back(slab);
     } catch (...) {
       ::operator delete(slab, block_alignment);
@@ -46,11 +44,15 @@ void* BlockPool::take_slow() noexcept {
     }
     auto* bytes = static_cast<std::byte*>(slab);
     if (fill_ != no_fill) std::memset(slab, fill_, per_slab * block_bytes_);
-    // The slab's first block on top.
-    for (std::size_t i = per_slab; i-- > 0;) free_[free_count_++] = bytes + i * block_bytes_;
+    for (std::size_t i = per_slab; i-- > 0;) {
+      auto* b = reinterpret_cast<FreeBlock*>(bytes + i * block_bytes_);
+      b->next = free_;
+      free_ = b;
+    }
     capacity_ += per_slab;
   }
-  void* b = free_[--free_count_];
+  FreeBlock* b = free_;
+  free_ = b->next;
   note_taken();
   return b;
 }

@@ -38,23 +38,19 @@ class BlockPool {
 
   // A block of block_bytes() aligned to 64, or nullptr when max_blocks are
   // in use (or the system has no memory): counted in dry().
-  // The free blocks are a stack of pointers, not a list threaded through
-  // the blocks: taking one reads nothing in it (with thousands of
-  // connections a block given back long ago is out of cache, and a list
-  // would wait for it before the next take could start), and the block
-  // after it is fetched ahead for the caller's writes. A block keeps every
-  // byte it was given back with.
   [[nodiscard]] void* take() noexcept {
-    if (free_count_ != 0 && in_use_ < max_blocks_) {
-      void* b = free_[--free_count_];
-      if (free_count_ != 0) __builtin_prefetch(free_[free_count_ - 1], 1, 3);
+    if (free_ != nullptr && in_use_ < max_blocks_) {
+      FreeBlock* b = free_;
+      free_ = b->next;
       note_taken();
       return b;
     }
     return take_slow();
   }
   void give(void* block) noexcept {
-    free_[free_count_++] = block;  // room for every block: see take_slow
+    auto* b = static_cast<FreeBlock*>(block);
+    b->next = free_;
+    free_ = b;
     --in_use_;
     if (!waiters_.empty()) wake_one();
   }
@@ -75,6 +71,9 @@ class BlockPool {
   [[nodiscard]] std::uint64_t dry() const noexcept { return dry_; }
 
  private:
+  struct FreeBlock {
+    FreeBlock* next;
+  };
   void note_taken() noexcept {
     ++in_use_;
     if (in_use_ > peak_) peak_ = in_use_;
@@ -84,10 +83,7 @@ class BlockPool {
 
   std::size_t block_bytes_;
   std::size_t max_blocks_;
-  // free_[0 .. free_count_) are free; free_ has room for every block
-  // allocated (capacity_).
-  std::vector<void*> free_;
-  std::size_t free_count_ = 0;
+  FreeBlock* free_ = nullptr;
   std::size_t in_use_ = 0;
   std::size_t peak_ = 0;
   std::size_t capacity_ = 0;
@@ -126,10 +122,11 @@ class HostPools {
   // Packets in flight (send side).
   BlockPool chunks;
   // Messages being received. A block given back here is all zeros (every
-  // message in it inactive): taking one needs no clearing.
+  // message in it inactive) but for its first 8 bytes, which the free list
+  // uses: taking one needs no clearing of the rest.
   BlockPool rx_chunks;
   // A path's SACK slot tables. A block given back holds "no packet" in
-  // every slot: likewise.
+  // every slot but the first (the free list's): likewise.
   BlockPool path_slots;
   BlockPool messages;
 

@@ -1,8 +1,9 @@
-// tools/bench scale: what many connections cost, in one run (about a minute):
+// tools/bench scale: what many connections cost, in one run (about 80 s):
 //   1. at 1, 16, 256, 1,024 and 4,096 connections over the loopback, in
-//      three rounds (1, 16, .., 4,096, then again: a shared host's slow
-//      spells fall on all the points alike), each figure the median of its
-//      three
+//      five rounds (1, 16, .., 4,096, then again), each figure the median
+//      of its five, and the targets' ratios the median of the rounds' own
+//      ratios (a shared host's slow spells last seconds: within a round
+//      the two points are closest in time)
 //      (metaroce-perf --loopback -q N, one host per end, messages
 //      round-robin over the connections, -t 128 per connection):
 //        - the 64 B WRITE message rate (1 s),
@@ -52,7 +53,7 @@ using metaroce::bench::run;
 
 constexpr unsigned connection_counts[] = {1, 16, 256, 1024, 4096};
 constexpr unsigned cm_connections = 4096;
-constexpr int rounds = 3;
+constexpr int rounds = 5;
 
 struct Row {
   unsigned connections = 0;
@@ -160,6 +161,21 @@ std::string share(const Figure& part, const Figure& whole) {
   return part && whole && *whole > 0 ? fmt::format("{:.0f}%", 100.0 * *part / *whole) : "?";
 }
 
+// Each round's figure at `most` over its figure at `one` (`which` picks the
+// figure), and their median.
+template <class Pick>
+Figure round_ratio(const std::vector<Row>& one, const std::vector<Row>& most, Pick which, std::string& each) {
+  std::vector<Figure> ratios;
+  for (std::size_t r = 0; r < std::min(one.size(), most.size()); ++r) {
+    const Figure& a = which(one[r]);
+    const Figure& b = which(most[r]);
+    const Figure ratio = a && b && *a > 0 ? Figure(*b / *a) : std::nullopt;
+    ratios.push_back(ratio);
+    each += fmt::format("{}{}", each.empty() ? "" : ", ", ratio ? fmt::format("{:.0f}%", 100.0 * *ratio) : "?");
+  }
+  return median(ratios);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,10 +239,17 @@ int main(int argc, char** argv) {
   std::printf("  bytes per connection: what the connections hold by the hosts' own count (Connection::memory_bytes) "
               "at the end of the 64 B run's timed window, traffic in flight, over 2 x N connection ends; RSS at "
               "creation: resident memory the connections took when created, over 2 x N\n");
-  std::printf("  at %u connections: message rate %s of 1 connection's (target >= 80%%), goodput %s (target >= "
-              "90%%), %s bytes per connection (target <= 65536)\n",
-              most.connections, share(most.msg_rate_mps, one.msg_rate_mps).c_str(),
-              share(most.goodput_gbps, one.goodput_gbps).c_str(), json_value(most.bytes_per_connection, 0).c_str());
+  std::string rate_rounds, goodput_rounds;
+  const Figure rate_ratio = round_ratio(measured.front(), measured.back(),
+                                        [](const Row& r) -> const Figure& { return r.msg_rate_mps; }, rate_rounds);
+  const Figure goodput_ratio = round_ratio(measured.front(), measured.back(),
+                                           [](const Row& r) -> const Figure& { return r.goodput_gbps; }, goodput_rounds);
+  const Figure whole = 1.0;
+  std::printf("  at %u connections, the median of the rounds' own ratios to 1 connection: message rate %s (target >= "
+              "80%%; rounds %s), goodput %s (target >= 90%%; rounds %s); %s bytes per connection (target <= 65536)\n",
+              most.connections, share(rate_ratio, whole).c_str(), rate_rounds.c_str(),
+              share(goodput_ratio, whole).c_str(), goodput_rounds.c_str(),
+              json_value(most.bytes_per_connection, 0).c_str());
   std::printf("  connection manager over net_memif, two processes, %u connections: %s connections/s (target >= "
               "10000)\n",
               cm_connections, json_value(setup, 0).c_str());
@@ -239,7 +262,8 @@ int main(int argc, char** argv) {
                         i == 0 ? "" : ",", rows[i].connections, json_value(rows[i].msg_rate_mps, 4),
                         json_value(rows[i].goodput_gbps, 3), json_value(rows[i].bytes_per_connection, 0),
                         json_value(rows[i].rss_bytes_per_connection, 0));
-  json += fmt::format("],\"rounds\":{},\"cm_setup_per_s\":{}}}", rounds, json_value(setup, 0));
+  json += fmt::format("],\"rounds\":{},\"msg_rate_ratio\":{},\"goodput_ratio\":{},\"cm_setup_per_s\":{}}}", rounds,
+                      json_value(rate_ratio, 3), json_value(goodput_ratio, 3), json_value(setup, 0));
   std::printf("%s\n", json.c_str());
   return one.msg_rate_mps && setup ? 0 : 1;
 }
