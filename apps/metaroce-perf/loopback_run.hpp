@@ -116,8 +116,17 @@ struct PlaneResult {
   const char* state = "active";
 };
 
+// --server/--client --lcores N: one lane (an lcore driving queue k of the
+// port, with a host and connection manager of its own) over the whole run.
+struct LaneReport {
+  LcoreResult lcore;           // side, lane index, connections, data packets, turns and cycles, CPU time
+  std::uint64_t messages = 0;  // completed (client) or received (server)
+  std::uint64_t rx_frames = 0, rx_misdirected = 0;  // its host's
+};
+
 struct RunResult {
   std::vector<SizeResult> sizes;
+  std::vector<LaneReport> lanes;  // --server/--client --lcores N (N > 1): each lane
   std::vector<PlaneResult> planes;  // --loopback: one per plane
   engine::EngineCounters host_a{}, host_b{};  // summed over the sizes
   transport::ConnectionCounters connection_a{}, connection_b{};

@@ -100,10 +100,13 @@ po::options_description describe() {
       ("zero-copy-threshold", po::value<std::uint32_t>(),
        "payload bytes from which the payload is attached in place instead of copied (default: always copy, "
        "the faster over net_ring)")
-      ("lcores", po::value<std::uint16_t>(), "--loopback: lcores per side, 1..16 (default 1); connections "
-                                              "spread evenly over them, each lcore owning its own queue, "
-                                              "connections and share of -n (-q at least N; not with --fabric, "
-                                              "--capture or --raw)")
+      ("lcores", po::value<std::uint16_t>(), "lcores per side, 1..16 (default 1); connections spread evenly over "
+                                              "them, each lcore owning its own queue, connections and share of -n "
+                                              "(-q at least N). --loopback: not with --fabric, --capture or --raw. "
+                                              "--server/--client: a thread per lcore, each driving queue k of the "
+                                              "port with its own connection manager (net_memif or net_ring, whose "
+                                              "queue k reaches the peer's queue k; give both ends the same N); "
+                                              "not with --by-hand, --oob, --test lat or planes")
       ("planes", po::value<std::uint16_t>(), "--loopback: planes, 1..8 (default 1): a net_ring pair per plane, each "
                                               "host with a port on every one, connections spread over all "
                                               "(--paths at least N; not with --lcores or --raw)")
@@ -565,7 +568,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
     return ParseOutcome::error;
   }
   if (o.lcores > 1) {
-    const char* clash = o.role != PerfRole::loopback ? "--server/--client (one lcore per end there)"
+    const char* clash = o.role != PerfRole::loopback ? nullptr  // checked below, once --by-hand is read
                         : vm.count("fabric")          ? "--fabric (the inline fabric forwards one queue)"
                         : vm.count("fabric-plane")    ? "--fabric-plane (the inline fabric forwards one queue)"
                         : vm.count("capture")         ? "--capture (the capture forwards one queue)"
@@ -575,7 +578,7 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
       message = fmt::format("--lcores {} is for --loopback with several queues: drop {}, or --lcores", o.lcores, clash);
       return ParseOutcome::error;
     }
-    if (o.qps < o.lcores) {
+    if (o.qps < o.lcores && o.role != PerfRole::server) {
       message = fmt::format("--lcores {} with -q {}: every lcore needs a connection: give -q {} or more", o.lcores,
                             o.qps, o.lcores);
       return ParseOutcome::error;
@@ -627,6 +630,19 @@ ParseOutcome parse_perf_options(int argc, const char* const* argv, PerfOptions& 
   }
   o.verify = vm.count("verify") != 0;
   if (!read_by_hand(vm, o, message)) return ParseOutcome::error;
+  if (o.lcores > 1 && o.role != PerfRole::loopback) {
+    // Lanes (metaroce::Endpoint::open_lanes): each lcore drives queue k of
+    // one port with its own connection manager.
+    const char* clash = o.by_hand                   ? "--by-hand/--oob (connections set up without the manager)"
+                        : o.test == PerfTest::lat   ? "--test lat (one connection's round trips)"
+                        : !o.more_planes.empty()    ? "a second plane (the lcores share one port)"
+                                                    : nullptr;
+    if (clash != nullptr) {
+      message = fmt::format("--lcores {} with --{}: drop {}, or --lcores", o.lcores,
+                            o.role == PerfRole::server ? "server" : "client", clash);
+      return ParseOutcome::error;
+    }
+  }
   if (o.by_hand && o.role == PerfRole::server && !o.peer_ip.empty()) {
     wire::IpAddress peer, local;
     if (!wire::parse_ip(o.peer_ip, peer) || !wire::parse_ip(o.local_ip, local) || peer.version != local.version) {

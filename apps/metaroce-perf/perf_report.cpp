@@ -195,6 +195,20 @@ void print_table(std::FILE* out, const PerfOptions& o, const RunResult& run) {
                    static_cast<unsigned long long>(l.data_packets), l.busy_cycles_per_packet(),
                    l.data_packets != 0 ? double(l.cpu_ns) / double(l.data_packets) : 0.0, 100.0 * l.idle_share());
   }
+  // --server/--client --lcores N: each lane over the whole run (data
+  // packets sent by a client's lane, placed by a server's).
+  if (!run.lanes.empty()) {
+    std::fprintf(out, " #side     lcore  connections  messages    data packets  busy cycles/packet  CPU ns/packet  "
+                      "idle share  rx frames  misdirected\n");
+    for (const LaneReport& r : run.lanes) {
+      const LcoreResult& l = r.lcore;
+      std::fprintf(out, "  %-9s %-6u %-12u %-11llu %-13llu %-19.0f %-14.1f %-11.1f %-10llu %llu\n", l.side, l.lcore,
+                   l.connections, static_cast<unsigned long long>(r.messages),
+                   static_cast<unsigned long long>(l.data_packets), l.busy_cycles_per_packet(),
+                   l.data_packets != 0 ? double(l.cpu_ns) / double(l.data_packets) : 0.0, 100.0 * l.idle_share(),
+                   static_cast<unsigned long long>(r.rx_frames), static_cast<unsigned long long>(r.rx_misdirected));
+    }
+  }
   if (run.planes.size() > 1) {
     std::fprintf(out, " #plane  data packets  retransmits  failures  sender port frames  fabric dropped  state\n");
     for (const PlaneResult& p : run.planes)
@@ -293,6 +307,26 @@ bool write_json(const std::string& path, const PerfOptions& o, const RunResult& 
   }
   j.end_array();
   j.add("retransmitted", run.retransmitted);
+  if (!run.lanes.empty()) {
+    j.begin_array("lcores");
+    for (const LaneReport& r : run.lanes)
+      j.begin_array_object()
+          .add("side", r.lcore.side)
+          .add("lcore", r.lcore.lcore)
+          .add("connections", r.lcore.connections)
+          .add("messages", r.messages)
+          .add("data_packets", r.lcore.data_packets)
+          .add("busy_cycles", r.lcore.busy_cycles)
+          .add("busy_cycles_per_packet", r.lcore.busy_cycles_per_packet())
+          .add("turns", r.lcore.turns)
+          .add("busy_turns", r.lcore.busy_turns)
+          .add("idle_share", r.lcore.idle_share())
+          .add("cpu_ns", r.lcore.cpu_ns)
+          .add("rx_frames", r.rx_frames)
+          .add("rx_misdirected", r.rx_misdirected)
+          .end_object();
+    j.end_array();
+  }
   if (!run.planes.empty()) {
     j.begin_array("planes");
     for (const PlaneResult& p : run.planes) {

@@ -1,11 +1,13 @@
 #include "metaroce-perf/remote_run.hpp"
 
 #include <sys/random.h>
+#include <time.h>
 #include <x86intrin.h>
 
 #include <metaroce/endpoint.hpp>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <atomic>
 #include <csignal>
@@ -342,19 +344,123 @@ struct Session {
   }
 };
 
-}  // namespace
+// a += b, counter by counter (the engine's maxima: the larger).
+void add_engine(engine::EngineCounters& a, const engine::EngineCounters& b) {
+  std::vector<std::uint64_t> values;
+  b.visit([&](const std::string&, const std::uint64_t& v) { values.push_back(v); });
+  std::size_t i = 0;
+  a.visit([&](const std::string& name, std::uint64_t& v) {
+    const std::uint64_t x = values[i++];
+    v = name.starts_with("max_") ? std::max(v, x) : v + x;
+  });
+}
+void add_connection(transport::ConnectionCounters& a, const transport::ConnectionCounters& b) {
+  std::vector<std::uint64_t> values;
+  b.for_each([&](std::string_view, std::uint64_t v) { values.push_back(v); });
+  std::size_t i = 0;
+  a.for_each([&](std::string_view, std::uint64_t& v) { v += values[i++]; });
+}
 
-RunResult run_server(const PerfOptions& o, std::FILE* progress) {
+// A lane's report from its turns (`me`), its host's counters and its sizes.
+LaneReport lane_of(const LcoreResult& me, const engine::EngineCounters& host, const std::vector<SizeResult>& sizes) {
+  LaneReport r;
+  r.lcore = me;
+  for (const SizeResult& s : sizes) r.messages += s.messages;
+  r.rx_frames = host.rx_frames;
+  r.rx_misdirected = host.rx_misdirected;
+  return r;
+}
+
+// One run of the lanes' runs. `by_size`: the client's, whose lane k's size i
+// is a part of size i (the parts' sums; seconds, the longest lane's);
+// otherwise the server's, whose sizes are its connections, all kept.
+RunResult merge_lanes(std::vector<RunResult> lanes, bool by_size) {
+  RunResult all;
+  for (RunResult& r : lanes) {
+    if (all.error.empty()) all.error = r.error;
+    for (std::size_t i = 0; i < r.sizes.size(); ++i) {
+      SizeResult& part = r.sizes[i];
+      if (!by_size || i >= all.sizes.size()) {
+        all.sizes.push_back(part);
+        continue;
+      }
+      SizeResult& s = all.sizes[i];
+      s.messages += part.messages;
+      s.seconds = std::max(s.seconds, part.seconds);
+      s.peak_bps += part.peak_bps;  // the lanes' best windows, added
+      s.wrong_messages += part.wrong_messages;
+      s.missing_messages += part.missing_messages;
+      if (s.first_problem.empty()) s.first_problem = part.first_problem;
+      s.sender_busy_cycles += part.sender_busy_cycles;
+      s.sender_turns += part.sender_turns;
+      s.sender_busy_turns += part.sender_busy_turns;
+      s.packets_sent += part.packets_sent;
+      s.cm_setup_per_s += part.cm_setup_per_s;  // the lanes set up theirs at once
+      s.connections += part.connections;
+    }
+    add_engine(all.host_a, r.host_a);
+    add_engine(all.host_b, r.host_b);
+    add_connection(all.connection_a, r.connection_a);
+    add_connection(all.connection_b, r.connection_b);
+    all.retransmitted += r.retransmitted;
+    all.cm_connections_set_up += r.cm_connections_set_up;
+    all.cm_connections_torn_down += r.cm_connections_torn_down;
+    all.cm_setup_seconds = std::max(all.cm_setup_seconds, r.cm_setup_seconds);
+    all.cm_teardown_seconds = std::max(all.cm_teardown_seconds, r.cm_teardown_seconds);
+    for (const auto& [name, value] : r.cm_counters) {
+      const auto it = std::find_if(all.cm_counters.begin(), all.cm_counters.end(),
+                                   [&](const auto& c) { return c.first == name; });
+      if (it == all.cm_counters.end()) all.cm_counters.emplace_back(name, value);
+      else it->second += value;
+    }
+    for (LaneReport& l : r.lanes) all.lanes.push_back(l);
+  }
+  if (by_size)
+    for (SizeResult& s : all.sizes) {
+      s.average_bps = s.seconds > 0 ? double(s.messages) * double(s.size) * 8.0 / s.seconds : 0.0;
+      s.peak_bps = std::max(s.peak_bps, s.average_bps);
+      s.message_rate = s.seconds > 0 ? double(s.messages) / s.seconds : 0.0;
+      s.cycles_per_packet = s.packets_sent != 0 ? double(s.sender_busy_cycles) / double(s.packets_sent) : 0.0;
+    }
+  return all;
+}
+
+// What the lanes of one server (--lcores N) share: the connections open
+// over all of them (--max-connections counts those), and whether a
+// client's last connection closed on one of them (--once: a lane with no
+// connection open then stops too, so a client with fewer lanes does not
+// leave one waiting for ever).
+struct ServerShared {
+  std::atomic<std::uint32_t> open{0};
+  std::atomic<bool> last_seen{false};
+};
+
+// Thread CPU time of the calling thread, in ns.
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::uint64_t(t.tv_sec) * 1'000'000'000u + std::uint64_t(t.tv_nsec);
+}
+
+// run_server on endpoint `e`, lane `lane` of a server of several (shared:
+// their common state; nullptr for a server of one lane).
+RunResult serve(const PerfOptions& o, std::unique_ptr<metaroce::Endpoint>& e, std::FILE* progress, std::uint16_t lane,
+                ServerShared* shared) {
   RunResult run;
-  std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
-  if (!e) return run;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  ServerShared alone;
+  ServerShared& all = shared != nullptr ? *shared : alone;
+  LcoreResult me;
+  me.side = "receiver";
+  me.lcore = lane;
+  const std::uint64_t cpu_start = thread_cpu_ns();
   std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
   // The session's connection and memory go; its counters stay in the run's.
   const auto close_session = [&](Session& s) {
     std::string ignored;
-    add_by_name(run.connection_b, s.connection->counters());
+    all.open.fetch_sub(1, std::memory_order_relaxed);
+    const metaroce::CounterGroup counters = s.connection->counters();
+    add_by_name(run.connection_b, counters);
+    me.data_packets += counters.get("data_packets_received");
     e->close(s.connection, ignored);
     if (s.write_memory.valid()) e->deregister_memory(s.write_memory);
     if (s.receive_memory.valid()) e->deregister_memory(s.receive_memory);
@@ -367,11 +473,12 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     Offer offer;
     if (!decode(request.private_data, offer)) return metaroce::Verdict::refuse_bad_request;
     if (perftest_layout) offer.slots = perftest_layout->slots;
-    if (sessions.size() >= o.max_connections) {
+    const std::uint32_t open = all.open.load(std::memory_order_relaxed);
+    if (open >= o.max_connections) {
       if (progress != nullptr)
-        std::fprintf(progress, " refused QP %#x%s: %zu connections open, the most --max-connections allows (%u): "
+        std::fprintf(progress, " refused QP %#x%s: %u connections open, the most --max-connections allows (%u): "
                      "raise it, or lower the client's -q\n",
-                     request.peer_qpn, which_of(offer).c_str(), sessions.size(), o.max_connections);
+                     request.peer_qpn, which_of(offer).c_str(), open, o.max_connections);
       return metaroce::Verdict::refuse_no_room;
     }
     // What the request would make us allocate and register, before any of it is.
@@ -435,6 +542,8 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     if (receiver_completes(offer.op))
       connection.set_completion_handler([raw](const metaroce::Completion& c) { raw->check(c); });
     sessions[connection.qpn()] = std::move(s);
+    all.open.fetch_add(1, std::memory_order_relaxed);
+    ++me.connections;
     return metaroce::Verdict::accept;
   };
   metaroce::ListenOptions listening;
@@ -500,6 +609,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     sessions.erase(it);
     if (client.last && o.server_once) {
       finished = true;
+      all.last_seen.store(true, std::memory_order_relaxed);
       finish_at = apps::monotonic_ns() + server_linger_ns;  // answer duplicate DREQs for a while
     }
   });
@@ -625,8 +735,20 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     return perftest->peer_moved(apps::oob_message_size);
   };
   while (!interrupted.load()) {
+    const std::uint64_t turn_start = __rdtsc();
     const std::size_t work = e->poll();
+    ++me.turns;
+    if (work != 0) {
+      ++me.busy_turns;
+      me.busy_cycles += __rdtsc() - turn_start;
+    }
     if (finished && apps::monotonic_ns() >= finish_at) break;
+    // Another lane's client said its last connection is done, and nothing
+    // is open here: this lane is done too.
+    if (!finished && o.server_once && sessions.empty() && all.last_seen.load(std::memory_order_relaxed)) {
+      finished = true;
+      finish_at = apps::monotonic_ns() + server_linger_ns;
+    }
     if (!by_hand.empty() && !finished) {
       // Done when -n messages arrived (or a connection failed): no
       // disconnect request comes. With perftest's exchange, the client's
@@ -668,11 +790,41 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
     e->idle(work);
   }
   if (interrupted.load() && progress != nullptr) std::fprintf(progress, " interrupted\n");
-  for (auto& [qpn, s] : sessions) add_by_name(run.connection_b, s->connection->counters());
+  for (auto& [qpn, s] : sessions) {
+    const metaroce::CounterGroup counters = s->connection->counters();
+    add_by_name(run.connection_b, counters);
+    me.data_packets += counters.get("data_packets_received");
+  }
   const std::vector<metaroce::CounterGroup> counters = e->counters();
   add_by_name(run.host_b, counters);
   run.cm_counters = cm_counters(counters);
+  me.cpu_ns = thread_cpu_ns() - cpu_start;
+  if (shared != nullptr) run.lanes.push_back(lane_of(me, run.host_b, run.sizes));
   return run;
+}
+
+}  // namespace
+
+RunResult run_server(const PerfOptions& o, std::FILE* progress) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  RunResult run;
+  if (o.lcores <= 1) {
+    std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
+    return e ? serve(o, e, progress, 0, nullptr) : run;
+  }
+  std::vector<std::unique_ptr<metaroce::Endpoint>> lanes =
+      metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
+  if (lanes.empty()) return run;
+  if (progress != nullptr) std::fprintf(progress, " %u lcores, each driving queue k of the port\n", unsigned{o.lcores});
+  ServerShared shared;
+  std::vector<RunResult> results(lanes.size());
+  std::vector<std::thread> threads;
+  for (std::uint16_t k = 0; k < lanes.size(); ++k)
+    threads.emplace_back([&, k] { results[k] = serve(o, lanes[k], k == 0 ? progress : nullptr, k, &shared); });
+  for (auto& t : threads) t.join();
+  for (auto& lane : lanes) lane.reset();  // one after another, once no thread turns them
+  return merge_lanes(std::move(results), false);
 }
 
 // ---------------------------------------------------------------- client ---
@@ -868,8 +1020,24 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
   return false;
 }
 
+// The lanes of a client (--lcores N) keep each size in step: every lane
+// opens its connections, then all send; every lane finishes, then all
+// close. A lane that stops early leaves, so the others do not wait for it.
+struct LaneStep {
+  std::barrier<>* barrier = nullptr;
+  bool left = false;
+  void sync() {
+    if (barrier != nullptr && !left) barrier->arrive_and_wait();
+  }
+  void leave() {
+    if (barrier == nullptr || left) return;
+    barrier->arrive_and_drop();
+    left = true;
+  }
+};
+
 bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::ConnectOptions& request,
-                 std::uint64_t size, bool last, std::FILE* progress, RunResult& run) {
+                 std::uint64_t size, bool last, std::FILE* progress, RunResult& run, LaneStep& step) {
   const std::uint32_t qps = o.qps;
   const Offer offer = offer_for(o, size);
   std::uint32_t slots = offer.slots;
@@ -878,6 +1046,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   PerftestSide perftest;
   const double setup_before = run.cm_setup_seconds;
   if (!open_connections(o, e, request, offer, conns, perftest, run, run.error, progress)) return false;
+  step.sync();
   // With perftest's exchange the server's buffer holds perftest's layout;
   // --verify keeps no more messages in flight than it has places, so none
   // is overwritten before the server checks it.
@@ -1082,6 +1251,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   }
 
   // The server's view of each connection: what it received and verified.
+  step.sync();
   const std::uint64_t teardown_start = apps::monotonic_ns();
   std::uint64_t torn_down = 0;
   const std::string closing = close_connections(e, conns, last, torn_down, run.connection_a);
@@ -1116,14 +1286,12 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
   return true;
 }
 
-}  // namespace
-
-RunResult run_client(const PerfOptions& o, std::FILE* progress) {
+// The client's run on endpoint `e`: lane `lane` of a client of several
+// when `step` has a barrier (its options then carry the lane's -q and -n).
+RunResult client_run(const PerfOptions& o, metaroce::Endpoint& e, std::FILE* progress, std::uint16_t lane,
+                     LaneStep& step) {
   RunResult run;
-  std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
-  if (!e) return run;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  const std::uint64_t cpu_start = thread_cpu_ns();
   metaroce::ConnectOptions request;
   request.mode = std::string(transport::to_string(o.mode));
   request.mtu = o.mtu;
@@ -1138,7 +1306,7 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
   // The next hop's MAC once, before the first size (each size's requests
   // find it in the neighbour cache).
   metaroce::NextHop hop;
-  if (!e->next_hop(o.server_address, request, hop, run.error)) return run;
+  if (!e.next_hop(o.server_address, request, hop, run.error)) return run;
   if (progress != nullptr) {
     std::fprintf(progress, " next hop towards %s: %s at %s (%s)\n", o.server_address.c_str(), hop.address.c_str(),
                  hop.mac.c_str(), hop.learned == "given" ? "--peer-mac" : hop.learned.c_str());
@@ -1147,18 +1315,71 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
     std::fflush(progress);
   }
   for (std::size_t i = 0; i < o.sizes.size(); ++i)
-    if (!client_size(o, *e, request, o.sizes[i], i + 1 == o.sizes.size(), progress, run)) break;
+    if (!client_size(o, e, request, o.sizes[i], i + 1 == o.sizes.size(), progress, run, step)) break;
+  step.leave();
   // Let the last RTU / DREQ answers out before the port stops.
-  for (int i = 0; i < 100; ++i) e->poll();
-  const std::vector<metaroce::CounterGroup> counters = e->counters();
+  for (int i = 0; i < 100; ++i) e.poll();
+  const std::vector<metaroce::CounterGroup> counters = e.counters();
   add_by_name(run.host_a, counters);
   run.cm_counters = cm_counters(counters);
+  if (step.barrier != nullptr) {
+    LcoreResult me;
+    me.side = "sender";
+    me.lcore = lane;
+    me.connections = o.qps;
+    for (const SizeResult& s : run.sizes) {
+      me.data_packets += s.packets_sent;
+      me.busy_cycles += s.sender_busy_cycles;
+      me.turns += s.sender_turns;
+      me.busy_turns += s.sender_busy_turns;
+    }
+    me.cpu_ns = thread_cpu_ns() - cpu_start;
+    run.lanes.push_back(lane_of(me, run.host_a, run.sizes));
+  }
+  return run;
+}
+
+}  // namespace
+
+RunResult run_client(const PerfOptions& o, std::FILE* progress) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  RunResult run;
+  std::vector<std::unique_ptr<metaroce::Endpoint>> lanes;
+  if (o.lcores <= 1) {
+    std::unique_ptr<metaroce::Endpoint> e = metaroce::Endpoint::open(endpoint_config(o), run.error);
+    if (!e) return run;
+    LaneStep alone;
+    run = client_run(o, *e, progress, 0, alone);
+    lanes.push_back(std::move(e));
+  } else {
+    lanes = metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
+    if (lanes.empty()) return run;
+    if (progress != nullptr)
+      std::fprintf(progress, " %u lcores, each driving queue k of the port with its share of -q and -n\n",
+                   unsigned{o.lcores});
+    std::barrier<> barrier(o.lcores);
+    std::vector<RunResult> results(lanes.size());
+    std::vector<std::thread> threads;
+    for (std::uint16_t k = 0; k < lanes.size(); ++k)
+      threads.emplace_back([&, k] {
+        // Lane k: connections k, k + N, .. of -q, and as many of -n's messages.
+        PerfOptions mine = o;
+        mine.qps = o.qps / o.lcores + (k < o.qps % o.lcores ? 1u : 0u);
+        mine.iterations = o.iterations / o.lcores + (k < o.iterations % o.lcores ? 1u : 0u);
+        LaneStep step{&barrier};
+        results[k] = client_run(mine, *lanes[k], k == 0 ? progress : nullptr, k, step);
+      });
+    for (auto& t : threads) t.join();
+    run = merge_lanes(std::move(results), true);
+  }
   // DPDK 22.11's memif unmaps a departed peer's rings on its interrupt
   // thread, racing with an lcore in rx burst (a crash, seen with thousands
   // of connections): stop polling and let the server, which lingers
   // server_linger_ns after the last connection, go first.
-  if (e->driver() == "net_memif")
+  if (lanes.front()->driver() == "net_memif")
     std::this_thread::sleep_for(std::chrono::nanoseconds(2 * server_linger_ns + 100'000'000));
+  for (auto& lane : lanes) lane.reset();  // one after another
   return run;
 }
 

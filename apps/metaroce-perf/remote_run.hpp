@@ -7,7 +7,11 @@
 // and rkey; each DREQ says how many messages that connection completed and
 // the server's DREP answers with what it received and verified, so the
 // client's table and exit status cover both ends. The server keeps up to
-// --max-connections open at once and refuses more.
+// --max-connections open at once and refuses more. With --lcores N each
+// end is N lanes (metaroce::Endpoint::open_lanes), a thread each driving
+// queue k with its own connection manager: client lane k carries
+// connections k, k + N, .. and their share of -n, the lanes in step size
+// by size (doc/ENGINE.md, "Lanes").
 #pragma once
 
 #include <cstdio>
