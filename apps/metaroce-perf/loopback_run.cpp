@@ -12,7 +12,6 @@
 #include <cstring>
 #include <memory>
 #include <thread>
-#include <time.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +19,7 @@
 #include "cc/fair_share.hpp"
 #include "cc/registry.hpp"
 #include "cm/manager.hpp"
+#include "common/cpu_time.hpp"
 #include "common/process_memory.hpp"
 #include "engine/loopback.hpp"
 #include "engine/telemetry.hpp"
@@ -216,20 +216,11 @@ std::size_t latency_samples_hint(const PerfOptions& o) {
                                                    : double(std::min<std::uint64_t>(o.iterations, 2'000'000)));
 }
 
-// Thread CPU time, ns: what this lcore's thread ran, preemption left out
-// (with more lcores than CPUs, TSC cycles between two reads include the
-// time another thread had the CPU).
-std::uint64_t thread_cpu_ns() noexcept {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return std::uint64_t(t.tv_sec) * 1'000'000'000ull + std::uint64_t(t.tv_nsec);
-}
-
 int receiver_main(void* arg) {
   auto& r = *static_cast<Receiver*>(arg);
-  const std::uint64_t cpu_start = thread_cpu_ns();
+  const std::uint64_t cpu_start = apps::thread_cpu_ns();
   while (!r.stop.load(std::memory_order_acquire)) idle(*r.options, r.turn());
-  r.cpu_ns = thread_cpu_ns() - cpu_start;
+  r.cpu_ns = apps::thread_cpu_ns() - cpu_start;
   return 0;
 }
 
@@ -265,7 +256,7 @@ int sender_main(void* arg) {
 }
 
 void SenderLane::run() {
-  const std::uint64_t cpu_start = thread_cpu_ns();
+  const std::uint64_t cpu_start = apps::thread_cpu_ns();
   const PerfOptions& o = *options;
   engine::Loopback& lb = *loopback;
   const auto qps = static_cast<std::uint32_t>(senders.size());
@@ -456,7 +447,7 @@ void SenderLane::run() {
   result.messages = completed;
   result.seconds = double(end - t0) / 1e9;
   result.packets_sent = data_packets_sent(senders) - sent_before;
-  cpu_ns = thread_cpu_ns() - cpu_start;
+  cpu_ns = apps::thread_cpu_ns() - cpu_start;
 }
 
 // A lane's connections: those of lcore `lane` (Loopback::lcore_of), each

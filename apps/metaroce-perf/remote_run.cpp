@@ -1,7 +1,6 @@
 #include "metaroce-perf/remote_run.hpp"
 
 #include <sys/random.h>
-#include <time.h>
 #include <x86intrin.h>
 
 #include <metaroce/endpoint.hpp>
@@ -23,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cpu_time.hpp"
 #include "common/gid_text.hpp"
 #include "common/oob_exchange.hpp"
 #include "common/run_control.hpp"
@@ -435,13 +435,6 @@ struct ServerShared {
   std::atomic<bool> last_seen{false};
 };
 
-// Thread CPU time of the calling thread, in ns.
-std::uint64_t thread_cpu_ns() noexcept {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return std::uint64_t(t.tv_sec) * 1'000'000'000u + std::uint64_t(t.tv_nsec);
-}
-
 // run_server on endpoint `e`, lane `lane` of a server of several (shared:
 // their common state; nullptr for a server of one lane).
 RunResult serve(const PerfOptions& o, std::unique_ptr<metaroce::Endpoint>& e, std::FILE* progress, std::uint16_t lane,
@@ -452,7 +445,7 @@ RunResult serve(const PerfOptions& o, std::unique_ptr<metaroce::Endpoint>& e, st
   LcoreResult me;
   me.side = "receiver";
   me.lcore = lane;
-  const std::uint64_t cpu_start = thread_cpu_ns();
+  const std::uint64_t cpu_start = apps::thread_cpu_ns();
   std::unordered_map<std::uint32_t, std::unique_ptr<Session>> sessions;  // by local QPN
   // The session's connection and memory go; its counters stay in the run's.
   const auto close_session = [&](Session& s) {
@@ -798,7 +791,7 @@ RunResult serve(const PerfOptions& o, std::unique_ptr<metaroce::Endpoint>& e, st
   const std::vector<metaroce::CounterGroup> counters = e->counters();
   add_by_name(run.host_b, counters);
   run.cm_counters = cm_counters(counters);
-  me.cpu_ns = thread_cpu_ns() - cpu_start;
+  me.cpu_ns = apps::thread_cpu_ns() - cpu_start;
   if (shared != nullptr) run.lanes.push_back(lane_of(me, run.host_b, run.sizes));
   return run;
 }
@@ -1291,7 +1284,7 @@ bool client_size(const PerfOptions& o, metaroce::Endpoint& e, const metaroce::Co
 RunResult client_run(const PerfOptions& o, metaroce::Endpoint& e, std::FILE* progress, std::uint16_t lane,
                      LaneStep& step) {
   RunResult run;
-  const std::uint64_t cpu_start = thread_cpu_ns();
+  const std::uint64_t cpu_start = apps::thread_cpu_ns();
   metaroce::ConnectOptions request;
   request.mode = std::string(transport::to_string(o.mode));
   request.mtu = o.mtu;
@@ -1333,7 +1326,7 @@ RunResult client_run(const PerfOptions& o, metaroce::Endpoint& e, std::FILE* pro
       me.turns += s.sender_turns;
       me.busy_turns += s.sender_busy_turns;
     }
-    me.cpu_ns = thread_cpu_ns() - cpu_start;
+    me.cpu_ns = apps::thread_cpu_ns() - cpu_start;
     run.lanes.push_back(lane_of(me, run.host_a, run.sizes));
   }
   return run;

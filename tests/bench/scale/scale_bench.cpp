@@ -1,4 +1,4 @@
-// tools/bench scale: what many connections cost, in one run (about 80 s):
+// tools/bench scale: what many connections cost, in one run (about 75 s):
 //   1. at 1, 16, 256, 1,024 and 4,096 connections over the loopback, in
 //      five rounds (1, 16, .., 4,096, then again), each figure the median
 //      of its five, and the targets' ratios the median of the rounds' own
