@@ -66,6 +66,7 @@ void add_lanes_json(JsonLine& j, const char* side, const std::vector<LaneResult>
     j.add("messages", l.messages);
     j.add("data_packets", l.data_packets);
     j.add("rx_frames", l.rx_frames);
+    j.add("tx_frames", l.tx_frames);
     j.add("rx_misdirected", l.rx_misdirected);
     j.end_object();
   }

@@ -40,7 +40,7 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
 // share of a metaroce-gen or metaroce-sink run.
 struct LaneResult {
   std::uint16_t lcore = 0;
-  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, rx_misdirected = 0;
+  std::uint64_t connections = 0, messages = 0, data_packets = 0, rx_frames = 0, tx_frames = 0, rx_misdirected = 0;
 };
 // The "lcores" array of a summary, each lane's entry naming `side`
 // ("sender" or "receiver").

@@ -10,13 +10,14 @@
 namespace metaroce::fabric_app {
 
 Direction::Direction(std::string name, std::string label, std::uint16_t from_port,
-                     std::unique_ptr<engine::ImpairedLink> link, std::string spec, bool fed)
+                     std::unique_ptr<engine::ImpairedLink> link, std::string spec, bool fed, std::uint16_t lane)
     : name_(std::move(name)),
       label_(std::move(label)),
       spec_(std::move(spec)),
       from_port_(from_port),
       link_(std::move(link)),
-      fed_(fed) {}
+      fed_(fed),
+      lane_(lane) {}
 
 std::size_t Direction::turn_st(std::uint64_t now_ns) {
   const std::size_t moved = fed_ ? link_->release_once(now_ns) : link_->forward_once(now_ns);
@@ -52,7 +53,7 @@ void Direction::publish_st(std::uint64_t now_ns, bool wait) {
     t.private_copies = l.private_copies;
   }
   rte_eth_stats stats{};
-  if (!fed_ && rte_eth_stats_get(from_port_, &stats) == 0) t.rx_missed = stats.imissed + stats.rx_nombuf;
+  if (!fed_ && lane_ == 0 && rte_eth_stats_get(from_port_, &stats) == 0) t.rx_missed = stats.imissed + stats.rx_nombuf;
   s.taken_ns = now_ns;
   s.last_busy_ns = last_busy_ns_;
   // Periodic: try_lock, so a reader copying the snapshot makes us skip this
@@ -70,6 +71,30 @@ void Direction::publish_st(std::uint64_t now_ns, bool wait) {
 DirectionSnapshot Direction::snapshot() const {
   std::lock_guard lock(published_mutex_);
   return published_;
+}
+
+void add_totals(DirectionTotals& a, const DirectionTotals& b) noexcept {
+  static_assert(sizeof(DirectionTotals) == 20 * sizeof(std::uint64_t), "add_totals adds every counter");
+  a.received += b.received;
+  a.received_bytes += b.received_bytes;
+  a.forwarded += b.forwarded;
+  a.forwarded_bytes += b.forwarded_bytes;
+  a.dropped_random_loss += b.dropped_random_loss;
+  a.dropped_burst_loss += b.dropped_burst_loss;
+  a.dropped_queue_full += b.dropped_queue_full;
+  a.dropped_blackhole += b.dropped_blackhole;
+  a.dropped_no_mbuf += b.dropped_no_mbuf;
+  a.ecn_marked += b.ecn_marked;
+  a.duplicated += b.duplicated;
+  a.corrupted += b.corrupted;
+  a.reordered += b.reordered;
+  a.reordered_in_path += b.reordered_in_path;
+  a.in_flight += b.in_flight;
+  a.rx_missed += b.rx_missed;
+  a.tx_deferred += b.tx_deferred;
+  a.rx_linearized += b.rx_linearized;
+  a.clones += b.clones;
+  a.private_copies += b.private_copies;
 }
 
 void run_turns_st(const engine::TscClock& clock, NodeControl& control,

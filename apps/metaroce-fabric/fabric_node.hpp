@@ -78,13 +78,19 @@ struct DirectionSnapshot {
 class Direction {
  public:
   // `fed`: a switch's output port, whose frames come from submit_st (its
-  // link's `from` is not read), not from its own port.
+  // link's `from` is not read), not from its own port. `lane`: the queue
+  // of a direction's lanes (--lcores) this one forwards; the rx port's
+  // misses (rx_missed, per port, not per queue) are counted by lane 0 only.
   Direction(std::string name, std::string label, std::uint16_t from_port, std::unique_ptr<engine::ImpairedLink> link,
-            std::string spec, bool fed = false);
+            std::string spec, bool fed = false, std::uint16_t lane = 0);
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }    // a_to_b
   [[nodiscard]] const std::string& label() const noexcept { return label_; }  // a->b
   [[nodiscard]] const std::string& spec() const noexcept { return spec_; }    // canonical
+  [[nodiscard]] std::uint16_t lane() const noexcept { return lane_; }
+  // The EAL lcore that turns it (set before the lcores start).
+  [[nodiscard]] unsigned lcore() const noexcept { return lcore_; }
+  void set_lcore(unsigned lcore) noexcept { lcore_ = lcore; }
 
   // Owning lcore only: one turn at `now_ns`; returns frames moved.
   std::size_t turn_st(std::uint64_t now_ns);
@@ -110,10 +116,23 @@ class Direction {
   std::uint16_t from_port_;
   std::unique_ptr<engine::ImpairedLink> link_;
   bool fed_ = false;
+  std::uint16_t lane_ = 0;
+  unsigned lcore_ = 0;
   std::uint64_t last_busy_ns_ = 0;
   std::uint64_t last_publish_ns_ = 0;
   mutable std::mutex published_mutex_;
   DirectionSnapshot published_;  // guarded by published_mutex_
+};
+
+// a += b, every counter (a direction's lanes summed).
+void add_totals(DirectionTotals& a, const DirectionTotals& b) noexcept;
+
+// One direction of the two-port form: its lanes (one per queue, --lcores),
+// each a Direction of its own; `spec` is the whole direction's (canonical),
+// each lane's own spec has its share of the rate, limit and ECN thresholds.
+struct DirectionLanes {
+  std::string name, label, spec;
+  std::vector<const Direction*> lanes;
 };
 
 struct NodeControl {

@@ -39,6 +39,9 @@ po::options_description describe() {
                                                     "never past the next frame's release (default 0: busy poll)")
       ("json", po::value<std::string>(), "write the summary (per direction: counters, drops by cause, spec) "
                                          "as JSON to FILE at exit")
+      ("lcores", po::value<unsigned>(), "lanes per direction, 1..16 (default 1): each port gets N queues and "
+                                        "lane k forwards queue k of one port to queue k of the other on an lcore "
+                                        "of its own, with 1/N of the rate, limit and ECN thresholds")
       ("mbufs", po::value<std::uint32_t>(), "receive mbufs per port, 1024..1048576 (default 8192): frames wait "
                                             "in the delay line in the mbufs they arrived in, so this bounds "
                                             "the frames in flight")
@@ -112,8 +115,10 @@ ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptio
       "--log-level error, then the EAL arguments (which replace the defaults of their kind);\n"
       "the ports are vdevs there, e.g.\n"
       "  -- --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap --vdev net_pcap1,tx_pcap=back.pcap\n"
-      "With two lcores (-l 0-1) B -> A runs on the second one. A stats line per direction each\n"
-      "second; telemetry: /metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
+      "With two lcores (-l 0-1) B -> A runs on the second one. --lcores N gives each port N\n"
+      "queues and each direction N lanes (queue k to queue k), spread over the EAL lcores (by\n"
+      "default 2N of them). A stats line per direction each second; telemetry:\n"
+      "/metaroce/fabric (dpdk-telemetry.py -f metaroce-fabric).\n"
       "With --ports N it is a small switch on one lcore: each frame leaves on the port its\n"
       "destination address is routed to (ARP and neighbour solicitations by their target),\n"
       "through that output port's queue and impairments; a stats line per port.\n"
@@ -146,6 +151,18 @@ ParseOutcome parse_fabric_options(int argc, const char* const* argv, FabricOptio
       message = fmt::format("--mbufs {} is out of range: give 1024..1048576", o.mbufs);
       return ParseOutcome::error;
     }
+  }
+  if (vm.count("lcores")) {
+    const unsigned n = vm["lcores"].as<unsigned>();
+    if (n < 1 || n > max_lanes) {
+      message = fmt::format("--lcores {} is out of range: give 1..{} (lanes per direction)", n, max_lanes);
+      return ParseOutcome::error;
+    }
+    if (n > 1 && o.ports != 0) {
+      message = "--lcores is for the two-port form: the switch (--ports) runs on one lcore";
+      return ParseOutcome::error;
+    }
+    o.lanes = static_cast<std::uint16_t>(n);
   }
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   out = std::move(o);
@@ -253,13 +270,33 @@ bool parse_switch(const po::variables_map& vm, FabricOptions& o, std::string& me
 
 }  // namespace
 
-std::vector<std::string> eal_command_line(const std::vector<std::string>& user_args) {
+fabric::FabricConfig lane_config(const fabric::FabricConfig& whole, std::uint16_t lanes, std::uint16_t lane) {
+  fabric::FabricConfig c = whole;
+  if (lanes <= 1) return c;
+  // A share that is not 0 stays at least 1 (0 means unlimited or off).
+  const auto share = [lanes](std::uint64_t v) { return v == 0 ? 0 : std::max<std::uint64_t>(1, v / lanes); };
+  c.rate_bps = share(whole.rate_bps);
+  c.limit_bytes = share(whole.limit_bytes);
+  c.ecn.min_bytes = share(whole.ecn.min_bytes);
+  c.ecn.max_bytes = share(whole.ecn.max_bytes);
+  c.seed = whole.seed + std::uint64_t{lane} * 0x9e3779b97f4a7c15;  // apart from --both's seed + 1
+  return c;
+}
+
+std::vector<std::string> eal_command_line(const std::vector<std::string>& user_args, std::uint16_t lanes,
+                                          unsigned cpus) {
   const auto user_gives = [&](std::initializer_list<std::string_view> options) {
     return std::any_of(user_args.begin(), user_args.end(),
                        [&](const std::string& a) { return starts_with_any(a, options); });
   };
   std::vector<std::string> args = {"metaroce-fabric"};
-  if (!user_gives({"-l", "-c", "--lcores"})) args.insert(args.end(), {"-l", "0"});
+  if (!user_gives({"-l", "-c", "--lcores"})) {
+    const unsigned wanted = 2u * lanes;
+    cpus = std::max(1u, cpus);
+    if (lanes <= 1) args.insert(args.end(), {"-l", "0"});
+    else if (wanted <= cpus) args.insert(args.end(), {"-l", fmt::format("0-{}", wanted - 1)});
+    else args.insert(args.end(), {"--lcores", fmt::format("(0-{})@(0-{})", wanted - 1, cpus - 1)});
+  }
   if (!user_gives({"-m", "--socket-mem", "--no-huge", "--in-memory", "--huge-dir"}))
     args.insert(args.end(), {"--no-huge", "-m", "512"});
   if (!user_gives({"--in-memory"})) args.emplace_back("--no-shconf");

@@ -1,5 +1,6 @@
 #include "metaroce-fabric/fabric_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,7 +12,7 @@ namespace metaroce::fabric_app {
 
 namespace {
 
-void add_totals(apps::JsonLine& j, const DirectionTotals& t);
+void add_json_totals(apps::JsonLine& j, const DirectionTotals& t);
 
 // Gb/s of the bytes forwarded between two snapshots (0 without a later one).
 double gbps_between(std::uint64_t bytes, std::uint64_t taken_ns, std::uint64_t bytes_before,
@@ -44,6 +45,22 @@ void print_stats_line(std::FILE* out, double elapsed_s, const std::vector<Direct
   put_line(out, line);
 }
 
+std::vector<DirectionReport> direction_reports(const std::vector<DirectionLanes>& directions) {
+  std::vector<DirectionReport> out;
+  for (const DirectionLanes& d : directions) {
+    DirectionReport r{d.name, d.label, d.spec, {}, {}};
+    for (const Direction* lane : d.lanes) {
+      const DirectionSnapshot s = lane->snapshot();
+      add_totals(r.snapshot.totals, s.totals);
+      r.snapshot.taken_ns = std::max(r.snapshot.taken_ns, s.taken_ns);
+      r.snapshot.last_busy_ns = std::max(r.snapshot.last_busy_ns, s.last_busy_ns);
+      r.lanes.push_back({lane->lane(), lane->lcore(), lane->spec(), s});
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::string summary_json(const RunSummary& summary) {
   apps::JsonLine j;
   j.add("app", "metaroce-fabric");
@@ -51,12 +68,23 @@ std::string summary_json(const RunSummary& summary) {
   j.add("port_b", summary.port_b);
   j.add("duration_s", summary.duration_s);
   j.add("lcores", summary.lcores);
+  j.add("lanes", summary.lanes);
   j.add("stopped_by", summary.stopped_by);
   j.add("invariant", "received + duplicated == forwarded + dropped.total + in_flight");
   for (const DirectionReport& d : summary.directions) {
     j.begin_object(d.name);
     j.add("spec", d.spec);
-    add_totals(j, d.snapshot.totals);
+    add_json_totals(j, d.snapshot.totals);
+    j.begin_array("lanes");
+    for (const LaneReport& l : d.lanes) {
+      j.begin_array_object();
+      j.add("lane", l.lane);
+      j.add("lcore", l.lcore);
+      j.add("spec", l.spec);
+      add_json_totals(j, l.snapshot.totals);
+      j.end_object();
+    }
+    j.end_array();
     j.end_object();
   }
   return std::move(j).finish();
@@ -64,7 +92,7 @@ std::string summary_json(const RunSummary& summary) {
 
 namespace {
 
-void add_totals(apps::JsonLine& j, const DirectionTotals& t) {
+void add_json_totals(apps::JsonLine& j, const DirectionTotals& t) {
     j.add("received", t.received);
     j.add("forwarded", t.forwarded);
     j.begin_object("dropped");
@@ -156,7 +184,7 @@ std::string switch_summary_json(const SwitchSummary& summary) {
     j.add("rx_missed", p.in.rx_missed);
     j.end_object();
     j.begin_object("out");
-    add_totals(j, p.out);
+    add_json_totals(j, p.out);
     j.end_object();
     j.begin_object("queue_bytes");
     j.add("p50", p.queue.p50_bytes);

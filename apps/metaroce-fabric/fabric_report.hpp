@@ -11,12 +11,23 @@
 
 namespace metaroce::fabric_app {
 
+struct LaneReport {
+  std::uint16_t lane = 0;  // the queue it forwards
+  unsigned lcore = 0;
+  std::string spec;  // canonical, with the lane's share
+  DirectionSnapshot snapshot;
+};
+
 struct DirectionReport {
   std::string name;   // a_to_b
   std::string label;  // a->b
   std::string spec;   // canonical
-  DirectionSnapshot snapshot;
+  DirectionSnapshot snapshot;  // the lanes' summed (taken_ns, last_busy_ns: the latest lane's)
+  std::vector<LaneReport> lanes;
 };
+
+// The reports of `directions` from their lanes' published snapshots.
+std::vector<DirectionReport> direction_reports(const std::vector<DirectionLanes>& directions);
 
 // "[   2.0 s] a->b rx N fwd N drop N mark N in flight N X.XX Gb/s | b->a ...":
 // counts since the start, Gb/s of the frames forwarded since `previous`.
@@ -26,13 +37,15 @@ void print_stats_line(std::FILE* out, double elapsed_s, const std::vector<Direct
 struct RunSummary {
   std::string port_a, port_b;
   double duration_s = 0.0;
-  unsigned lcores = 1;
+  unsigned lcores = 1;      // EAL lcores that forwarded
+  std::uint16_t lanes = 1;  // per direction (--lcores)
   std::string stopped_by;  // duration, idle, signal
   std::vector<DirectionReport> directions;
 };
 
 // One JSON object (one line): per direction received, forwarded, dropped by
-// cause, ecn_marked, duplicated, corrupted, reordered, in_flight, bytes, spec.
+// cause, ecn_marked, duplicated, corrupted, reordered, in_flight, bytes, spec,
+// and "lanes": the same per lane (lane, lcore, its spec).
 std::string summary_json(const RunSummary& summary);
 bool write_summary(const std::string& path, const RunSummary& summary, std::string& error);
 // `json` and a newline to `path`; false with one line naming the fix.

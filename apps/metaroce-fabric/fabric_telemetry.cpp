@@ -2,6 +2,7 @@
 
 #include <rte_telemetry.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,7 +14,7 @@ namespace {
 int fabric_command(const char*, const char*, rte_tel_data* d);
 
 struct Shown {
-  std::vector<const Direction*> directions;
+  std::vector<DirectionLanes> directions;
   std::string port_a, port_b;
   const engine::TscClock* clock = nullptr;
   const SwitchNode* node = nullptr;  // the switch form instead of the directions
@@ -72,22 +73,35 @@ int fabric_command(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_string(d, "port_a", shown->port_a.c_str());
   rte_tel_data_add_dict_string(d, "port_b", shown->port_b.c_str());
   rte_tel_data_add_dict_u64(d, "uptime_ns", now);
-  for (const Direction* direction : shown->directions) {
-    const DirectionSnapshot s = direction->snapshot();
+  const std::vector<DirectionReport> reports = direction_reports(shown->directions);
+  const std::size_t lanes = reports.empty() ? 0 : reports.front().lanes.size();
+  rte_tel_data_add_dict_u64(d, "lanes", lanes);
+  // One dict of counters: the direction's sums, or a lane's.
+  const auto add = [&](const std::string& name, const DirectionTotals& totals, std::uint64_t taken_ns,
+                       const std::string& spec, const LaneReport* lane) {
     rte_tel_data* inner = rte_tel_data_alloc();
-    if (inner == nullptr) continue;
+    if (inner == nullptr) return;
     rte_tel_data_start_dict(inner);
-    s.totals.visit([&](const char* name, std::uint64_t value) { rte_tel_data_add_dict_u64(inner, name, value); });
-    rte_tel_data_add_dict_u64(inner, "snapshot_age_ns", now > s.taken_ns ? now - s.taken_ns : 0);
-    rte_tel_data_add_dict_string(inner, "spec", direction->spec().c_str());  // cut at 127 characters
-    rte_tel_data_add_dict_container(d, direction->name().c_str(), inner, 0);
+    totals.visit([&](const char* counter, std::uint64_t value) { rte_tel_data_add_dict_u64(inner, counter, value); });
+    rte_tel_data_add_dict_u64(inner, "snapshot_age_ns", now > taken_ns ? now - taken_ns : 0);
+    if (lane != nullptr) rte_tel_data_add_dict_u64(inner, "lcore", lane->lcore);
+    rte_tel_data_add_dict_string(inner, "spec", spec.c_str());  // cut at 127 characters
+    rte_tel_data_add_dict_container(d, name.c_str(), inner, 0);
+  };
+  for (const DirectionReport& r : reports) {
+    std::uint64_t oldest = r.snapshot.taken_ns;
+    for (const LaneReport& l : r.lanes) oldest = std::min(oldest, l.snapshot.taken_ns);
+    add(r.name, r.snapshot.totals, oldest, r.spec, nullptr);
+    if (lanes > 1)
+      for (const LaneReport& l : r.lanes)
+        add(r.name + "_lane" + std::to_string(l.lane), l.snapshot.totals, l.snapshot.taken_ns, l.spec, &l);
   }
   return 0;
 }
 
 }  // namespace
 
-FabricTelemetry::FabricTelemetry(std::vector<const Direction*> directions, std::string port_a, std::string port_b,
+FabricTelemetry::FabricTelemetry(std::vector<DirectionLanes> directions, std::string port_a, std::string port_b,
                                  const engine::TscClock& clock) {
   registered_ = register_command();
   std::lock_guard lock(shown_mutex);

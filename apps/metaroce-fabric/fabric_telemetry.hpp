@@ -1,9 +1,12 @@
 // metaroce-fabric on DPDK's telemetry socket (rte_telemetry):
 //
-//   /metaroce/fabric   port_a, port_b, uptime_ns, and per direction (a_to_b,
-//                      b_to_a) every counter of DirectionTotals, the spec
-//                      (canonical; DPDK cuts strings at 127 characters) and
-//                      snapshot_age_ns; with --ports N: uptime_ns, ports and
+//   /metaroce/fabric   port_a, port_b, uptime_ns, lanes, and per direction
+//                      (a_to_b, b_to_a) every counter of DirectionTotals
+//                      summed over its lanes, the spec (canonical; DPDK cuts
+//                      strings at 127 characters) and snapshot_age_ns (the
+//                      oldest lane's); with --lcores N above 1 also per lane
+//                      (a_to_b_lane0, ...) its counters, lcore and spec;
+//                      with --ports N: uptime_ns, ports and
 //                      per port (port0, port1, ...) its in, out and queue
 //                      counters (the switch constructor's comment)
 //
@@ -17,6 +20,7 @@
 
 #include "engine/tsc_clock.hpp"
 #include "metaroce-fabric/fabric_node.hpp"
+#include "metaroce-fabric/fabric_report.hpp"
 #include "metaroce-fabric/switch_node.hpp"
 
 namespace metaroce::fabric_app {
@@ -25,7 +29,7 @@ class FabricTelemetry {
  public:
   // Registers the command (once per process) and makes `directions` what it
   // shows until destruction; they must outlive this object.
-  FabricTelemetry(std::vector<const Direction*> directions, std::string port_a, std::string port_b,
+  FabricTelemetry(std::vector<DirectionLanes> directions, std::string port_a, std::string port_b,
                   const engine::TscClock& clock);
   // The switch form: per port `portI` with in_*, out_* (a direction's
   // counters), queue_p50/p99/max_bytes, snapshot_age_ns, name and spec.

@@ -3,7 +3,9 @@
 //
 // Frames received on port A go through the a-to-b fabric model and leave on
 // port B, and the other way round. One lcore forwards both directions; when
-// EAL gives a second lcore (-l 0-1), B -> A runs there. The delay lines hold
+// EAL gives a second lcore (-l 0-1), B -> A runs there. With --lcores N each
+// port has N queues and each direction N lanes (queue k to queue k), spread
+// over EAL's lcores. The delay lines hold
 // the received mbufs themselves (engine/impaired_link.hpp).
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,12 +66,6 @@ int worker_main(void* arg) {
   auto& w = *static_cast<Worker*>(arg);
   fabric_app::run_directions_st(w.directions, *w.clock, *w.control, {});
   return 0;
-}
-
-std::vector<fabric_app::DirectionReport> reports(const std::vector<std::unique_ptr<fabric_app::Direction>>& ds) {
-  std::vector<fabric_app::DirectionReport> out;
-  for (const auto& d : ds) out.push_back({d->name(), d->label(), d->spec(), d->snapshot()});
-  return out;
 }
 
 // Stop checks every millisecond at most: a signal, --duration, --exit-when-idle.
@@ -189,78 +186,110 @@ int run_switch(const fabric_app::FabricOptions& options) {
 
 int run(const fabric_app::FabricOptions& options) {
   std::string error;
-  if (!engine::start_eal_with_arguments(fabric_app::eal_command_line(options.eal_args), error)) {
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (!engine::start_eal_with_arguments(fabric_app::eal_command_line(options.eal_args, options.lanes, cpus), error)) {
     std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
     return exit_failed;
   }
   if (options.ports != 0) return run_switch(options);
-  std::unique_ptr<engine::Port> port_a = engine::Port::open(options.port_a, port_setup(options.port_a, options.mbufs), error);
-  std::unique_ptr<engine::Port> port_b =
-      port_a ? engine::Port::open(options.port_b, port_setup(options.port_b, options.mbufs), error) : nullptr;
+  const std::uint16_t lanes = options.lanes;
+  engine::PortSetup setup_a = port_setup(options.port_a, options.mbufs);
+  engine::PortSetup setup_b = port_setup(options.port_b, options.mbufs);
+  setup_a.queues = setup_b.queues = lanes;
+  std::unique_ptr<engine::Port> port_a = engine::Port::open(options.port_a, setup_a, error);
+  std::unique_ptr<engine::Port> port_b = port_a ? engine::Port::open(options.port_b, setup_b, error) : nullptr;
   if (!port_a || !port_b || !port_a->start(error) || !port_b->start(error)) {
     std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
     return exit_failed;
   }
 
-  const auto make_link = [&](const char* name, const engine::Port& from, const engine::Port& to,
-                             const fabric::FabricConfig& config) {
-    engine::ImpairedLinkConfig c;
-    c.name = name;
-    c.from_port = from.id();
-    c.to_port = to.id();
-    c.fabric = config;
-    c.mbufs = std::max<std::uint32_t>(1024, options.mbufs / 4);
-    c.data_room = port_setup(from.name(), options.mbufs).mbuf_data_room;
-    return engine::ImpairedLink::create(std::move(c), error);
+  // Lane k of each direction: rx queue k of one port, tx queue k of the
+  // other. In `lanes_of` order: a->b lane 0, b->a lane 0, a->b lane 1, ...
+  std::vector<std::unique_ptr<fabric_app::Direction>> units;
+  std::vector<fabric_app::DirectionLanes> directions = {
+      {"a_to_b", "a->b", fabric::to_spec(options.a_to_b), {}},
+      {"b_to_a", "b->a", fabric::to_spec(options.b_to_a), {}},
   };
-  std::vector<std::unique_ptr<fabric_app::Direction>> directions;
-  for (const bool forward : {true, false}) {
-    const engine::Port& from = forward ? *port_a : *port_b;
-    const engine::Port& to = forward ? *port_b : *port_a;
-    const fabric::FabricConfig& config = forward ? options.a_to_b : options.b_to_a;
-    std::unique_ptr<engine::ImpairedLink> link = make_link(forward ? "fab_ab" : "fab_ba", from, to, config);
-    if (!link) {
-      std::fprintf(stderr, "metaroce-fabric: %s\n", error.c_str());
-      return exit_failed;
+  for (std::uint16_t k = 0; k < lanes; ++k)
+    for (const bool forward : {true, false}) {
+      const engine::Port& from = forward ? *port_a : *port_b;
+      const engine::Port& to = forward ? *port_b : *port_a;
+      const fabric::FabricConfig config = fabric_app::lane_config(forward ? options.a_to_b : options.b_to_a, lanes, k);
+      engine::ImpairedLinkConfig c;
+      c.name = lanes == 1 ? (forward ? "fab_ab" : "fab_ba") : fmt::format("{}{}", forward ? "fab_ab" : "fab_ba", k);
+      c.from_port = from.id();
+      c.from_queue = k;
+      c.to_port = to.id();
+      c.to_queue = k;
+      c.fabric = config;
+      c.mbufs = std::max<std::uint32_t>(1024, options.mbufs / 4 / lanes);
+      c.data_room = (forward ? setup_a : setup_b).mbuf_data_room;
+      std::unique_ptr<engine::ImpairedLink> link = engine::ImpairedLink::create(std::move(c), error);
+      if (!link) {
+        std::fprintf(stderr, "metaroce-fabric: %s%s\n", lanes == 1 ? "" : fmt::format("lane {}: ", k).c_str(),
+                     error.c_str());
+        return exit_failed;
+      }
+      fabric_app::DirectionLanes& d = directions[forward ? 0 : 1];
+      units.push_back(std::make_unique<fabric_app::Direction>(d.name, d.label, from.id(), std::move(link),
+                                                              fabric::to_spec(config), false, k));
+      d.lanes.push_back(units.back().get());
     }
-    directions.push_back(std::make_unique<fabric_app::Direction>(
-        forward ? "a_to_b" : "b_to_a", forward ? "a->b" : "b->a", from.id(), std::move(link), fabric::to_spec(config)));
+
+  // Unit i on the i-th lcore of EAL's (main first), round robin when they
+  // are fewer: with one lcore everything runs here, with two B -> A runs on
+  // the second, with 2 x lanes every lane of each direction has its own.
+  std::vector<unsigned> lcores = {rte_get_main_lcore()};
+  for (unsigned l = rte_get_next_lcore(-1, 1, 0); l < RTE_MAX_LCORE; l = rte_get_next_lcore(l, 1, 0))
+    lcores.push_back(l);
+  lcores.resize(std::min(lcores.size(), units.size()));
+  std::vector<Worker> workers(lcores.size());
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    units[i]->set_lcore(lcores[i % lcores.size()]);
+    workers[i % lcores.size()].directions.push_back(units[i].get());
   }
 
   fabric_app::NodeControl control;
   control.idle_sleep_us = options.idle_sleep_us;
   const engine::TscClock clock;  // time 0 of the specs (blackhole ... at T)
-  for (auto& d : directions) d->publish_st(0, true);
-  const fabric_app::FabricTelemetry telemetry({directions[0].get(), directions[1].get()}, options.port_a,
-                                              options.port_b, clock);
+  for (auto& u : units) u->publish_st(0, true);
+  const fabric_app::FabricTelemetry telemetry(directions, options.port_a, options.port_b, clock);
   if (!telemetry.registered())
     std::fprintf(stderr, "metaroce-fabric: warning: /metaroce/fabric could not be registered with rte_telemetry "
                          "(the stats lines and --json still work)\n");
 
-  // B -> A on a worker lcore when EAL gave one.
-  Worker worker{{directions[1].get()}, &clock, &control};
-  std::vector<fabric_app::Direction*> here = {directions[0].get()};
-  const unsigned worker_lcore = rte_get_next_lcore(-1, 1, 0);
-  const bool threaded = worker_lcore < RTE_MAX_LCORE && rte_eal_remote_launch(worker_main, &worker, worker_lcore) == 0;
-  if (!threaded) here.push_back(directions[1].get());
+  std::vector<unsigned> launched;
+  for (std::size_t w = 1; w < workers.size(); ++w) {
+    workers[w].clock = &clock;
+    workers[w].control = &control;
+    if (rte_eal_remote_launch(worker_main, &workers[w], lcores[w]) == 0) {
+      launched.push_back(lcores[w]);
+    } else {  // then this lcore turns them
+      for (fabric_app::Direction* d : workers[w].directions) {
+        d->set_lcore(lcores[0]);
+        workers[0].directions.push_back(d);
+      }
+    }
+  }
+  const std::vector<fabric_app::Direction*>& here = workers[0].directions;
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const std::uint64_t stats_interval_ns = StopCheck::ns(options.stats_interval_s);
   std::uint64_t next_stats_ns = stats_interval_ns;
   StopCheck check{options, control};
-  std::vector<fabric_app::DirectionReport> previous = reports(directions);
+  std::vector<fabric_app::DirectionReport> previous = fabric_app::direction_reports(directions);
   const auto on_turn = [&](std::uint64_t now) {
     const std::uint64_t checked = check.next_check_ns;
     check(now, [&] {
       std::uint64_t last_busy = 0;
-      for (const auto& d : directions) last_busy = std::max(last_busy, d->snapshot().last_busy_ns);
+      for (const auto& u : units) last_busy = std::max(last_busy, u->snapshot().last_busy_ns);
       return last_busy;
     });
     if (check.next_check_ns == checked) return;  // at most every millisecond, as the checks
     if (stats_interval_ns != 0 && now >= next_stats_ns) {
       for (fabric_app::Direction* d : here) d->publish_st(now, false);
-      std::vector<fabric_app::DirectionReport> current = reports(directions);
+      std::vector<fabric_app::DirectionReport> current = fabric_app::direction_reports(directions);
       fabric_app::print_stats_line(stdout, static_cast<double>(now) / 1e9, current, previous);
       previous = std::move(current);
       next_stats_ns += stats_interval_ns;
@@ -268,16 +297,17 @@ int run(const fabric_app::FabricOptions& options) {
     }
   };
   fabric_app::run_directions_st(here, clock, control, on_turn);
-  if (threaded) rte_eal_wait_lcore(worker_lcore);
+  for (const unsigned l : launched) rte_eal_wait_lcore(l);
   const double elapsed_s = static_cast<double>(clock.now_ns()) / 1e9;
 
   fabric_app::RunSummary summary;
   summary.port_a = options.port_a;
   summary.port_b = options.port_b;
   summary.duration_s = elapsed_s;
-  summary.lcores = threaded ? 2 : 1;
+  summary.lcores = static_cast<unsigned>(1 + launched.size());
+  summary.lanes = lanes;
   summary.stopped_by = check.stopped_by;
-  summary.directions = reports(directions);
+  summary.directions = fabric_app::direction_reports(directions);
   for (const fabric_app::DirectionReport& d : summary.directions) {
     const fabric_app::DirectionTotals& t = d.snapshot.totals;
     fmt::print(stdout,
@@ -286,6 +316,11 @@ int run(const fabric_app::FabricOptions& options) {
                d.label, t.received, t.forwarded, t.dropped(), t.dropped_random_loss, t.dropped_burst_loss,
                t.dropped_queue_full, t.dropped_blackhole, t.dropped_no_mbuf, t.ecn_marked, t.duplicated, t.corrupted,
                t.in_flight);
+    if (lanes > 1)
+      for (const fabric_app::LaneReport& l : d.lanes)
+        fmt::print(stdout, "  lane {} (lcore {}): received {}, forwarded {}, dropped {}, ecn_marked {}, in flight {}\n",
+                   l.lane, l.lcore, l.snapshot.totals.received, l.snapshot.totals.forwarded,
+                   l.snapshot.totals.dropped(), l.snapshot.totals.ecn_marked, l.snapshot.totals.in_flight);
   }
   int status = exit_ok;
   if (!options.json_path.empty() && !fabric_app::write_summary(options.json_path, summary, error)) {
@@ -297,7 +332,7 @@ int run(const fabric_app::FabricOptions& options) {
   // then the links free what they hold, then the ports' pools go.
   port_a->stop();
   port_b->stop();
-  for (auto& d : directions) d->destroy_link_st();
+  for (auto& u : units) u->destroy_link_st();
   return status;
 }
 

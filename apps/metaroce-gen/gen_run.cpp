@@ -545,6 +545,7 @@ GenResult Generator::run() {
   for (const ConnectionResult& c : r_.connections) lane.messages += c.posted;
   lane.data_packets = r_.counters.get("data_packets_sent");
   lane.rx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_frames");
+  lane.tx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("tx_frames");
   lane.rx_misdirected = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_misdirected");
   r_.lanes.push_back(lane);
   return r_;

@@ -348,6 +348,7 @@ SinkResult Sink::run() {
   for (const SessionResult& s : r_.sessions) lane.messages += s.totals.verified;
   lane.data_packets = r_.counters.get("data_packets_received");
   lane.rx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_frames");
+  lane.tx_frames = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("tx_frames");
   lane.rx_misdirected = r_.endpoint.empty() ? 0 : r_.endpoint[0].get("rx_misdirected");
   r_.lanes.push_back(lane);
   return r_;

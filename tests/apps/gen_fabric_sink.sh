@@ -15,7 +15,8 @@
 # 22.11's memif.
 #
 # Set MR_WORK (a directory of its own), MR_GEN, MR_SINK, MR_FABRIC (binaries)
-# and MR_TIMEOUT (seconds a process may take) before calling; summaries land
+# and MR_TIMEOUT (seconds a process may take) before calling (MR_FABRIC_LCORES:
+# the fabric's EAL lcores, if not one on either core); summaries land
 # in $MR_WORK/{gen,sink,fabric}.json, output in $MR_WORK/*.out. MR_GEN_IP and
 # MR_SINK_IP change the addresses (IPv4 by default); MR_GEN_PEER_MAC set
 # empty makes the gen ask for the sink's MAC (ARP or neighbour discovery,
@@ -28,9 +29,10 @@ MR_FABRIC_PID= MR_SINK_PID=
 MR_GEN_IP=10.99.0.1 MR_SINK_IP=10.99.0.2
 MR_GEN_PEER_MAC=$MR_SINK_MAC
 
-# EAL arguments of process NAME; its runtime directory is removed by mr_cleanup.
-mr_eal() {
-  echo "--lcores 0@(0-1) --no-huge -m 512 --no-shconf --no-pci --log-level=error --file-prefix=$MR_PREFIX-$1"
+# EAL arguments of process NAME (its EAL lcores LCORES, by default one on
+# either core); its runtime directory is removed by mr_cleanup.
+mr_eal() {  # NAME [LCORES]
+  echo "--lcores ${2:-0@(0-1)} --no-huge -m 512 --no-shconf --no-pci --log-level=error --file-prefix=$MR_PREFIX-$1"
 }
 mr_memif() {  # NAME ROLE SOCKET [MAC]
   echo "--vdev $1,role=$2,socket=$MR_WORK/$3,socket-abstract=no,bsize=10240${4:+,mac=$4}"
@@ -44,7 +46,7 @@ mr_start_fabric() {
   # shellcheck disable=SC2046
   "$MR_FABRIC" --port-a net_memif0 --port-b net_memif1 --a-to-b "$a_to_b" --b-to-a "$b_to_a" \
     --idle-sleep-us 20 --mbufs 4096 --json "$MR_WORK/fabric.json" "$@" \
-    -- $(mr_eal fabric) $(mr_memif net_memif0 server a.sock) $(mr_memif net_memif1 server b.sock) \
+    -- $(mr_eal fabric "$MR_FABRIC_LCORES") $(mr_memif net_memif0 server a.sock) $(mr_memif net_memif1 server b.sock) \
     >"$MR_WORK/fabric.out" 2>&1 &
   MR_FABRIC_PID=$!
   local i
