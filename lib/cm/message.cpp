@@ -148,6 +148,23 @@ bool encode_mad(const Message& m, std::array<std::uint8_t, mad_size>& out, std::
   return true;
 }
 
+bool peek_owner_qpn(std::span<const std::uint8_t> frame, std::uint32_t& qpn) noexcept {
+  std::size_t bth = 0;
+  if (!wire::peek_bth_offset(frame, bth)) return false;
+  constexpr std::size_t bth_size = 12, deth_size = 8;
+  const std::size_t mad = bth + bth_size + deth_size;
+  if (frame.size() < mad + receiver_qpn_at + 4) return false;
+  const std::uint8_t* b = frame.data() + bth;
+  const std::uint32_t dest_qp = wire::load_be32(b + 4) & wire::qpn_mask;
+  const std::uint8_t* p = frame.data() + mad;
+  if (b[0] != (wire::opcode::ud | wire::opcode::send_only) || dest_qp != gsi_qpn || p[0] != mad_base_version ||
+      p[1] != mad_class_metaroce_cm || wire::load_be32(p + magic_at) != message_magic)
+    return false;
+  const std::uint32_t receiver = wire::load_be32(p + receiver_qpn_at) & wire::qpn_mask;
+  qpn = receiver != 0 ? receiver : wire::load_be32(p + sender_qpn_at) & wire::qpn_mask;
+  return qpn > gsi_qpn;
+}
+
 DecodeError decode(const wire::ParsedFrame& frame, Message& out) {
   if (frame.bth.opcode != (wire::opcode::ud | wire::opcode::send_only) || frame.bth.dest_qp != gsi_qpn ||
       frame.deth.qkey != gsi_qkey)

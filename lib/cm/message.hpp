@@ -147,6 +147,14 @@ enum class DecodeError : std::uint8_t {
 // A CM message from a parsed frame (parse_frame checked the ICRC).
 DecodeError decode(const wire::ParsedFrame& frame, Message& out);
 
+// Which QPN of this end a CM frame concerns, read from the bytes at hand
+// (a first segment will do) without decoding or checking the rest: the
+// receiver's QPN (REP, RTU, REJ, DREQ, DREP), else the sender's (a REQ:
+// the client's, on whose queue a server draws its own). Lanes that each
+// run a connection manager hand QP 1's frames to the lane of this QPN.
+// False for anything but a metaroce CM MAD to QP 1, or a QPN of 0 or 1.
+[[nodiscard]] bool peek_owner_qpn(std::span<const std::uint8_t> frame, std::uint32_t& qpn) noexcept;
+
 // A whole frame carrying `m` from `from` to `to`: Ethernet, IP and UDP from
 // the endpoints (local = sender), UDP source port `src_port`. With `psk`
 // (m.secured), the security extension follows the MAD, its HMAC under

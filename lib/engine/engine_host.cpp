@@ -192,10 +192,29 @@ std::uint16_t EngineHost::hand_off(rte_mbuf** rx, std::uint16_t n) {
   std::uint16_t kept = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = rx[i];
+    const std::span<const std::uint8_t> bytes{rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len};
     std::uint32_t qpn = 0;
     std::uint16_t owner = handoff_.self;
-    if (wire::peek_dest_qp({rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len}, qpn))
-      owner = qpn == management_qpn ? handoff_.management_lcore : steering_queue(qpn, lcores);
+    if (wire::peek_dest_qp(bytes, qpn)) {
+      std::uint32_t inner = 0;
+      if (qpn != management_qpn)
+        owner = steering_queue(qpn, lcores);
+      else if (handoff_.management_owner != nullptr && handoff_.management_owner(bytes, inner))
+        owner = steering_queue(inner, lcores);
+      else
+        owner = handoff_.management_lcore;
+    } else if (handoff_.share_other_frames) {
+      for (std::uint16_t l = 0; l < lcores; ++l) {
+        if (l == handoff_.self) continue;
+        rte_mbuf_refcnt_update(m, 1);
+        if (rte_ring_mp_enqueue(handoff_.rings[l], m) == 0) {
+          ++counters.rx_shared;
+        } else {
+          rte_mbuf_refcnt_update(m, -1);
+          ++counters.rx_handoff_ring_full;
+        }
+      }
+    }
     if (owner == handoff_.self) {
       rx[kept++] = m;
     } else if (rte_ring_mp_enqueue(handoff_.rings[owner], m) == 0) {

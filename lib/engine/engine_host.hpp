@@ -94,6 +94,15 @@ struct RxHandoff {
   std::vector<rte_ring*> rings;      // by lcore; empty: no hand-off
   std::uint16_t self = 0;            // this host's lcore
   std::uint16_t management_lcore = 0;  // where QP 1's frames go
+  // Lanes, each with a connection manager of its own: a frame to QP 1 goes
+  // to the lcore of the QPN this reads from it (cm::peek_owner_qpn), or to
+  // management_lcore when it reads none.
+  bool (*management_owner)(std::span<const std::uint8_t>, std::uint32_t&) noexcept = nullptr;
+  // Frames that are not RoCEv2 (ARP, neighbour discovery) go to every lcore,
+  // each a reference to the same mbuf (rx_shared), so that each lcore's
+  // neighbour cache learns the answers to its own requests; without this
+  // they stay with the lcore that took them.
+  bool share_other_frames = false;
 };
 
 class alignas(64) EngineHost {

@@ -31,6 +31,10 @@ struct HostCounters {
   // that owner's ring (counted there as rx_frames, not here) ...
   std::uint64_t rx_handed_off = 0;
   std::uint64_t rx_handoff_ring_full = 0;  // ... or dropped: the owner's ring was full
+  // Lanes (RxHandoff::share_other_frames): copies of a frame that is not
+  // RoCEv2 (ARP, neighbour discovery) this lcore took and handed to another
+  // lcore too, by reference, one per lcore (each counts it in rx_frames).
+  std::uint64_t rx_shared = 0;
   std::array<std::uint64_t, wire::parse_error_count> rx_parse_errors{};  // dropped, by reason
   std::uint64_t rx_mempool_empty = 0;  // the port's rx_nombuf, refreshed by refresh_port_counters()
 
@@ -96,6 +100,7 @@ struct HostCounters {
     rx_vlan_mismatch += o.rx_vlan_mismatch;
     rx_handed_off += o.rx_handed_off;
     rx_handoff_ring_full += o.rx_handoff_ring_full;
+    rx_shared += o.rx_shared;
     for (std::size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
     rx_mempool_empty += o.rx_mempool_empty;
     tx_frames += o.tx_frames;
@@ -148,6 +153,7 @@ struct HostCounters {
     f("rx_vlan_mismatch", self.rx_vlan_mismatch);
     f("rx_handed_off", self.rx_handed_off);
     f("rx_handoff_ring_full", self.rx_handoff_ring_full);
+    f("rx_shared", self.rx_shared);
     for (std::size_t i = 1; i < wire::parse_error_count; ++i)
       f("rx_parse_error." + std::string(wire::to_string(static_cast<wire::ParseError>(i))), self.rx_parse_errors[i]);
     f("rx_mempool_empty", self.rx_mempool_empty);

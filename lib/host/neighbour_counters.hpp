@@ -20,6 +20,8 @@ namespace metaroce::host {
   X(arp_replies_unrequested, "ARP replies for an address we never asked about: ignored")                \
   X(arp_address_conflicts, "ARP from another MAC claiming our IPv4 address")                             \
   X(nd_solicitations_answered, "neighbour solicitations for our IPv6 address, answered")                 \
+  X(requests_answered_elsewhere, "ARP requests or solicitations for our address left to another lcore "    \
+                                 "of the port to answer (NeighbourConfig::answer_requests)")              \
   X(nd_solicitations_not_ours, "neighbour solicitations for another address: ignored")                   \
   X(nd_solicitations_sent, "neighbour solicitations we sent, retries included")                          \
   X(nd_advertisements_learned, "neighbour advertisements (and solicitations) that filled in or refreshed " \

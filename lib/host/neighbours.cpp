@@ -244,6 +244,10 @@ void Neighbours::receive_arp(NeighbourTime now, const wire::NeighbourFrame& f) {
     ++counters_.arp_requests_not_ours;
     return;
   }
+  if (!config_.answer_requests) {
+    ++counters_.requests_answered_elsewhere;
+    return;
+  }
   wire::ArpMessage reply;
   reply.operation = wire::arp_reply;
   reply.sender_mac = config_.local_mac;
@@ -295,6 +299,10 @@ void Neighbours::receive_nd(NeighbourTime now, const wire::NeighbourFrame& f) {
     ++counters_.nd_advertisements_learned;
   if (m.target != config_.local_ipv6) {
     ++counters_.nd_solicitations_not_ours;
+    return;
+  }
+  if (!config_.answer_requests) {
+    ++counters_.requests_answered_elsewhere;
     return;
   }
   // The answer goes to the asker (its source link-layer address, else the

@@ -50,6 +50,10 @@ struct NeighbourConfig {
   std::uint32_t tries = 3;                       // requests before a resolution fails
   NeighbourTime reachable_time = 30'000'000'000;  // a confirmed entry goes stale after this
   std::size_t max_entries = 1024;
+  // False on all lcores of a port but one when every lcore sees the port's
+  // ARP and ND frames (lanes sharing them): a request for our address still
+  // teaches us the asker's MAC, but another lcore answers it.
+  bool answer_requests = true;
 };
 
 enum class NeighbourState : std::uint8_t { incomplete, reachable, stale, failed, permanent };

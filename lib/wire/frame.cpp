@@ -206,7 +206,7 @@ std::size_t transport_headers_size(ByteSpan from_bth) noexcept {
   return n <= from_bth.size() ? n : 0;
 }
 
-bool peek_dest_qp(ByteSpan f, std::uint32_t& qpn) noexcept {
+bool peek_bth_offset(ByteSpan f, std::size_t& bth) noexcept {
   std::size_t l3 = ethernet_header_size;
   if (f.size() < l3) return false;
   std::uint16_t type = load_be16(f.data() + 12);
@@ -225,9 +225,16 @@ bool peek_dest_qp(ByteSpan f, std::uint32_t& qpn) noexcept {
   } else {
     return false;
   }
+  if (f.size() < l4 + udp_header_size + 8 || load_be16(f.data() + l4 + 2) != roce_udp_port) return false;
+  bth = l4 + udp_header_size;
+  return true;
+}
+
+bool peek_dest_qp(ByteSpan f, std::uint32_t& qpn) noexcept {
+  std::size_t bth = 0;
+  if (!peek_bth_offset(f, bth)) return false;
   constexpr std::size_t dest_qp_at = 5;  // in the BTH: 24 bits after the reserved byte
-  if (f.size() < l4 + udp_header_size + dest_qp_at + 3 || load_be16(f.data() + l4 + 2) != roce_udp_port) return false;
-  const std::uint8_t* q = f.data() + l4 + udp_header_size + dest_qp_at;
+  const std::uint8_t* q = f.data() + bth + dest_qp_at;
   qpn = (std::uint32_t{q[0]} << 16) | (std::uint32_t{q[1]} << 8) | q[2];
   return true;
 }

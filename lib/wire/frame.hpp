@@ -190,6 +190,9 @@ struct ParseOptions {
 // choosing who parses a frame, or how. False for anything else or too
 // short.
 [[nodiscard]] bool peek_dest_qp(ByteSpan frame, std::uint32_t& qpn) noexcept;
+// The same walk: where the BTH starts in a RoCEv2 frame (the UDP payload of
+// a datagram to 4791), with at least the BTH's first 8 bytes at hand.
+[[nodiscard]] bool peek_bth_offset(ByteSpan frame, std::size_t& bth) noexcept;
 
 // The bytes of a frame's transport headers (the BTH, its extension headers
 // and an ACK's path blocks) read from `from_bth` (the frame from its BTH

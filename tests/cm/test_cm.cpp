@@ -948,5 +948,73 @@ TEST(CmPlanes, Ipv6CarriesSixPlanes) {
   EXPECT_EQ(error, "7 planes: the connection manager carries 1..6 over IPv6");
 }
 
+// Lanes hand QP 1's frames to the lane of the QPN a message concerns on the
+// receiving end: a REQ's sender (the client, whose queue the server draws
+// on), every other message's receiver. Read from the frame's bytes alone.
+TEST(Cm, PeekOwnerQpnNamesTheReceivingEndsQpn) {
+  transport::Endpoints e;
+  e.local_mac = client_mac;
+  e.local_ipv4 = client_ip;
+  e.peer_ipv4 = server_ip;
+  e.peer_mac = server_mac;
+  const auto frame_of = [&](MessageType type, std::uint32_t sender, std::uint32_t receiver) {
+    Message m;
+    m.type = type;
+    m.nonce = 7;
+    m.sender_qpn = sender;
+    m.receiver_qpn = receiver;
+    m.mtu = 1024;
+    m.paths = 1;
+    m.streams = 1;
+    return build_frame(e, 49151, m);
+  };
+  struct Case {
+    MessageType type;
+    std::uint32_t sender, receiver, owner;
+  };
+  const Case cases[] = {
+      {MessageType::request, 0x000103, 0, 0x000103},
+      {MessageType::reply, 0x000205, 0x000103, 0x000103},
+      {MessageType::ready, 0x000103, 0x000205, 0x000205},
+      {MessageType::reject, 0, 0x000103, 0x000103},
+      {MessageType::disconnect, 0x000103, 0x000205, 0x000205},
+      {MessageType::disconnect_reply, 0x000205, 0x000103, 0x000103},
+      {MessageType::request, 0xfffffe, 0, 0xfffffe},
+  };
+  for (const Case& c : cases) {
+    std::uint32_t qpn = 0;
+    const std::vector<std::uint8_t> frame = frame_of(c.type, c.sender, c.receiver);
+    EXPECT_TRUE(peek_owner_qpn(frame, qpn)) << to_string(c.type);
+    EXPECT_EQ(qpn, c.owner) << to_string(c.type);
+    // The same from the first segment only, down to the receiver's QPN
+    // (the MAD after BTH and DETH; the QPN at 20 in the attribute data).
+    std::size_t bth = 0;
+    ASSERT_TRUE(wire::peek_bth_offset(frame, bth));
+    const std::size_t enough = bth + 12 + 8 + mad_header_size + 20 + 4;
+    qpn = 0;
+    EXPECT_TRUE(peek_owner_qpn(std::span(frame).first(enough), qpn));
+    EXPECT_EQ(qpn, c.owner);
+    EXPECT_FALSE(peek_owner_qpn(std::span(frame).first(enough - 1), qpn));
+  }
+  std::uint32_t qpn = 0;
+  // Neither QPN: nothing to go by.
+  EXPECT_FALSE(peek_owner_qpn(frame_of(MessageType::reject, 0, 0), qpn));
+  // Another management class (the IBTA CM's is 0x07).
+  std::vector<std::uint8_t> other = frame_of(MessageType::request, 0x103, 0);
+  std::size_t bth = 0;
+  ASSERT_TRUE(wire::peek_bth_offset(other, bth));
+  other[bth + 20 + 1] = 0x07;
+  EXPECT_FALSE(peek_owner_qpn(other, qpn));
+  // Not to QP 1, or not a UD SEND ONLY.
+  std::vector<std::uint8_t> to_qp2 = frame_of(MessageType::request, 0x103, 0);
+  to_qp2[bth + 7] = 2;
+  EXPECT_FALSE(peek_owner_qpn(to_qp2, qpn));
+  std::vector<std::uint8_t> rc = frame_of(MessageType::request, 0x103, 0);
+  rc[bth] = 0x04;  // RC SEND ONLY
+  EXPECT_FALSE(peek_owner_qpn(rc, qpn));
+  // Not RoCEv2 at all.
+  EXPECT_FALSE(peek_owner_qpn(std::span(other).first(30), qpn));
+}
+
 }  // namespace
 }  // namespace metaroce::cm

@@ -12,11 +12,13 @@
 #include <memory>
 #include <vector>
 
+#include "cm/message.hpp"
 #include "engine/node.hpp"
 #include "engine/port.hpp"
 #include "engine/steering.hpp"
 #include "engine/steering_check.hpp"
 #include "wire/frame.hpp"
+#include "wire/neighbour.hpp"
 
 namespace metaroce::engine {
 namespace {
@@ -211,6 +213,74 @@ TEST(NodeHandoff, AFullHandOffRingDropsUnderItsNameAndQp1GoesToTheManagementLcor
   EXPECT_EQ(c1.rx_frames, 3u);
   EXPECT_EQ(c1.rx_unknown_qpn, 2u);  // 0x203 has no connection
   EXPECT_EQ(c1.rx_misdirected, 0u);
+}
+
+// Lanes (each lcore with a connection manager of its own): a frame to QP 1
+// goes to the lcore of the QPN the CM message concerns (cm::peek_owner_qpn),
+// and a frame that is not RoCEv2 (ARP) goes to every lcore, by reference.
+TEST(NodeHandoff, LanesGetTheirCmFramesByTheQpnInsideAndEveryLaneSeesArp) {
+  UnsteeredNodes p;
+  std::string error;
+  ASSERT_TRUE(p.create(true, error)) << error;
+  for (std::uint16_t i = 0; i < lcores; ++i) {
+    RxHandoff h = p.node_b->host(i).rx_handoff();
+    h.management_owner = &cm::peek_owner_qpn;
+    h.share_other_frames = true;
+    p.node_b->host(i).set_rx_handoff(h);
+    host::NeighbourConfig n;
+    n.ipv4_present = true;
+    n.local_ipv4 = 0x0a000002;
+    p.node_b->host(i).host().enable_neighbours(n);
+  }
+  std::array<int, lcores> managed{};
+  for (std::uint16_t i = 0; i < lcores; ++i)
+    p.node_b->host(i).set_management_handler([&managed, i](std::uint64_t, const wire::ParsedFrame&) { ++managed[i]; });
+  const auto cm_frame = [](cm::MessageType type, std::uint32_t sender, std::uint32_t receiver) {
+    cm::Message m;
+    m.type = type;
+    m.sender_qpn = sender;
+    m.receiver_qpn = receiver;
+    m.mtu = 1024;
+    m.paths = 1;
+    m.streams = 1;
+    return cm::build_frame(transport::Endpoints{}, 49151, m);
+  };
+  // A REQ from a client QPN of queue 1, a REP to a QPN of queue 0, a DREQ to
+  // one of queue 1, and a REJ naming neither QPN (to the management lcore).
+  for (const auto& f : {cm_frame(cm::MessageType::request, 0x303, 0), cm_frame(cm::MessageType::reply, 0x305, 0x102),
+                        cm_frame(cm::MessageType::disconnect, 0x302, 0x201),
+                        cm_frame(cm::MessageType::reject, 0, 0)})
+    ASSERT_TRUE(p.node_a->host(0).send_frame(f));
+  // An ARP request for another address: each lane's neighbour cache sees it.
+  wire::ArpMessage arp;
+  arp.operation = wire::arp_request;
+  arp.sender_mac = {2, 0, 0, 0, 0, 9};
+  arp.sender_ip = 0x0a000009;
+  arp.target_ip = 0x0a000001;
+  wire::EthernetHeader eth;
+  eth.dst = wire::broadcast_mac;
+  eth.src = arp.sender_mac;
+  std::vector<std::uint8_t> arp_frame(64);
+  arp_frame.resize(wire::build_arp_frame(eth, arp, arp_frame));
+  ASSERT_TRUE(p.node_a->host(0).send_frame(arp_frame));
+  p.node_a->poll(0);
+  p.node_b->poll(0);  // takes all five from queue 0
+  p.node_b->poll(1);
+  const EngineCounters& c0 = p.node_b->host(0).counters();
+  const EngineCounters& c1 = p.node_b->host(1).counters();
+  EXPECT_EQ(managed[0], 2);  // the REP and the REJ
+  EXPECT_EQ(managed[1], 2);  // the REQ and the DREQ
+  EXPECT_EQ(c0.rx_handed_off, 2u);
+  EXPECT_EQ(c0.rx_shared, 1u);
+  EXPECT_EQ(c0.rx_frames, 3u);  // REP, REJ, ARP
+  EXPECT_EQ(c1.rx_frames, 3u);  // REQ, DREQ, ARP (shared)
+  EXPECT_EQ(c0.rx_neighbour, 1u);
+  EXPECT_EQ(c1.rx_neighbour, 1u);
+  EXPECT_EQ(c0.neighbour.arp_requests_not_ours, 1u);
+  EXPECT_EQ(c1.neighbour.arp_requests_not_ours, 1u);
+  EXPECT_EQ(c0.dropped() + c1.dropped(), 0u);
+  // The port gave five frames: each lcore's rx_frames, less the copies shared.
+  EXPECT_EQ(c0.rx_frames + c1.rx_frames - c0.rx_shared - c1.rx_shared, 5u);
 }
 
 TEST(SteeringCheck, ProbesArriveOnTheirOwnersQueuesWhereTheRingSteers) {

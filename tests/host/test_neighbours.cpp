@@ -145,6 +145,32 @@ TEST(Neighbours, AnswersArpForItsAddressAndLearnsTheAsker) {
   EXPECT_EQ(counters.rx_errors_total(), 0u);
 }
 
+// One lcore of several that all see the port's ARP and ND frames (lanes):
+// it learns from a request for our address, but leaves the answer to the
+// lcore that answers.
+TEST(Neighbours, LeavesRequestsToAnotherLcoreWhenAskedTo) {
+  host::NeighbourConfig c = config();
+  c.answer_requests = false;
+  host::NeighbourCounters counters;
+  host::Neighbours n(c, counters);
+  n.receive(5, arp(wire::arp_request, wire::broadcast_mac, router, router_ipv4, our_ipv4));
+  const wire::Ipv6Address group = wire::solicited_node_address(v6("fd00:77:1::2"));
+  n.receive(5, nd(router, wire::ipv6_multicast_mac(group), v6("fe80::9"), group, solicitation("fd00:77:1::2", true)));
+  Frames out;
+  n.poll(5, out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(counters.requests_answered_elsewhere, 2u);
+  EXPECT_EQ(counters.arp_requests_answered + counters.nd_solicitations_answered, 0u);
+  EXPECT_EQ(counters.arp_replies_learned, 1u);
+  EXPECT_EQ(counters.nd_advertisements_learned, 1u);
+  const host::Resolution r = n.resolve(6, wire::IpAddress::v4(router_ipv4));
+  EXPECT_EQ(r.state, NeighbourState::reachable);
+  EXPECT_EQ(r.mac, router);
+  const host::NeighbourEntry* e = n.find(ip("fe80::9"));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->mac, router);
+}
+
 TEST(Neighbours, IgnoresWhatIsNotItsOwn) {
   host::NeighbourCounters counters;
   host::Neighbours n(config(), counters);
