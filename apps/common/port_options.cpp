@@ -31,8 +31,9 @@ void add_port_options(po::options_description& d) {
                                                     "share cores (default 0: busy poll)")
       ("lcores", po::value<std::uint16_t>(), "lcores on the port, 1..16 (default 1): a thread each, driving queue "
                                              "k of a port of as many queues with its own host and connection "
-                                             "manager; connections spread evenly; lane k meets the peer's lane k, "
-                                             "so give both ends the same; net_memif and net_ring only, one plane")
+                                             "manager; connections spread evenly; give both ends the same; on "
+                                             "drivers other than net_memif and net_ring lanes hand frames on to "
+                                             "their owners; one plane")
       ("receive-capacity", po::value<std::string>(), receive_capacity_help);
   add_secure_options(d);
 }

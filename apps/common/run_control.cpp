@@ -1,5 +1,8 @@
 #include "common/run_control.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include <time.h>
 
 #include <csignal>
@@ -54,6 +57,12 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
     if (g.name == "cm") object("cm", g);
     if (g.name == "receive_share") object("receive_share", g);
   }
+}
+
+void turn_until_lanes_done(metaroce::Endpoint& endpoint, std::atomic<unsigned>& done, unsigned lanes) {
+  done.fetch_add(1);
+  while (done.load() < lanes)
+    if (endpoint.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 void add_lanes_json(JsonLine& j, const char* side, const std::vector<LaneResult>& lanes) {

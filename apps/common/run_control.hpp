@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <metaroce/counters.hpp>
+#include <metaroce/endpoint.hpp>
 
 #include <vector>
 
@@ -35,6 +36,14 @@ void add_counters_json(JsonLine& j, const transport::ConnectionCounters& connect
 // becomes "engine").
 void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
                        const std::vector<metaroce::CounterGroup>& endpoint);
+
+// Lanes on a driver that spreads frames over the port's queues its own way
+// (net_af_packet's fanout, a NIC's RSS) hand each frame on to the lane that
+// owns it: every lane must go on reading its queue until the last one is
+// done, or a lane that stopped would strand the frames for the others that
+// land there (a DREP, an ACK). Counts this lane done, then turns `endpoint`
+// (sleeping 20 us after a turn with nothing to do) until `lanes` are.
+void turn_until_lanes_done(metaroce::Endpoint& endpoint, std::atomic<unsigned>& done, unsigned lanes);
 
 // One lane's (--lcores: a queue, host and connection manager per lcore)
 // share of a metaroce-gen or metaroce-sink run.

@@ -1,6 +1,7 @@
 #include "metaroce-gen/gen_run.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -671,11 +672,14 @@ GenResult run_gen(const GenOptions& options, std::FILE* progress) {
   all.run = (std::uint64_t{device()} << 32 | device()) | 1;  // one run, its connections over every lane
   std::vector<GenResult> results(lanes.size());
   std::vector<std::thread> threads;
+  std::atomic<unsigned> done{0};
   for (std::uint16_t k = 0; k < lanes.size(); ++k)
     threads.emplace_back([&, k] {
       Generator g(options, k == 0 ? progress : nullptr, k, options.lcores, all.run, std::move(lanes[k]));
       results[k] = g.run();
       lanes[k] = g.take_endpoint();
+      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, options.lcores);
+      else done.fetch_add(1);
     });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another

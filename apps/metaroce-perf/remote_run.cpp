@@ -34,6 +34,19 @@ namespace metaroce::perf {
 
 namespace {
 
+// metaroce-perf's lanes keep each message size in step (a barrier, during
+// which a lane does not read its queue), so they need a driver that brings
+// each lane its own frames: no lane may wait on frames another lane holds.
+bool lanes_pair_queues(const std::vector<std::unique_ptr<metaroce::Endpoint>>& lanes, std::string& error) {
+  const std::string& driver = lanes.front()->driver();
+  if (driver == "net_memif" || driver == "net_ring") return true;
+  error = fmt::format("--lcores {} on {}: metaroce-perf's lanes keep each message size in step and need a driver "
+                      "whose transmit queue k is the peer's receive queue k (net_memif, net_ring); give one lcore "
+                      "here, or run metaroce-gen and metaroce-sink, whose lanes run on any driver",
+                      lanes.size(), driver);
+  return false;
+}
+
 constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
 constexpr std::uint64_t peak_window_ns = 100'000'000;
@@ -808,7 +821,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   }
   std::vector<std::unique_ptr<metaroce::Endpoint>> lanes =
       metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
-  if (lanes.empty()) return run;
+  if (lanes.empty() || !lanes_pair_queues(lanes, run.error)) return run;
   if (progress != nullptr) std::fprintf(progress, " %u lcores, each driving queue k of the port\n", unsigned{o.lcores});
   ServerShared shared;
   std::vector<RunResult> results(lanes.size());
@@ -1347,7 +1360,7 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
     lanes.push_back(std::move(e));
   } else {
     lanes = metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
-    if (lanes.empty()) return run;
+    if (lanes.empty() || !lanes_pair_queues(lanes, run.error)) return run;
     if (progress != nullptr)
       std::fprintf(progress, " %u lcores, each driving queue k of the port with its share of -q and -n\n",
                    unsigned{o.lcores});

@@ -402,11 +402,14 @@ SinkResult run_sink(const SinkOptions& options, std::FILE* progress) {
   Runs runs;
   std::vector<SinkResult> results(lanes.size());
   std::vector<std::thread> threads;
+  std::atomic<unsigned> done{0};
   for (std::uint16_t k = 0; k < lanes.size(); ++k)
     threads.emplace_back([&, k] {
       Sink s(options, k == 0 ? progress : nullptr, k, options.lcores, &runs, std::move(lanes[k]));
       results[k] = s.run();
       lanes[k] = s.take_endpoint();
+      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, options.lcores);
+      else done.fetch_add(1);
     });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another

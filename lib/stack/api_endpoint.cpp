@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cm/message.hpp"
 #include "engine/eal.hpp"
 #include "engine/node.hpp"
 #include "stack/api_internal.hpp"
@@ -253,15 +254,45 @@ std::vector<std::unique_ptr<Endpoint>> Endpoint::open_lanes(const EndpointConfig
       out.clear();
       return out;
     }
-    const std::string& driver = impl->endpoint.port->driver();
-    if (lanes > 1 && driver != "net_memif" && driver != "net_ring") {
-      error = fmt::format("{} lcores on {} ({}): the lcores need a driver whose transmit queue k is the peer's "
-                          "receive queue k (net_memif, net_ring); give one lcore on this port",
-                          lanes, impl->endpoint.port->name(), driver);
+    out.push_back(std::unique_ptr<Endpoint>(new Endpoint(std::move(impl))));
+  }
+  // A driver whose transmit queue k is the peer's receive queue k (net_memif,
+  // net_ring) brings each lane its own frames. Any other spreads them over
+  // the queues its own way (the kernel's fanout, a NIC's RSS): the lanes
+  // hand them on to their owners, QP 1's by the QPN the CM message
+  // concerns, and share the rest (ARP, ND: lane 0 answers requests).
+  const stack::Endpoint& first = out[0]->impl_->endpoint;
+  const std::string& driver = first.port->driver();
+  if (lanes > 1 && driver != "net_memif" && driver != "net_ring") {
+    if (c.ibta_cm) {
+      error = fmt::format("{} lcores on {} ({}) with the IBTA CM: its messages do not say which lane they are for "
+                          "on a driver that does not pair queues (only net_memif, net_ring); give one lcore",
+                          lanes, first.port->name(), driver);
       out.clear();
       return out;
     }
-    out.push_back(std::unique_ptr<Endpoint>(new Endpoint(std::move(impl))));
+    std::shared_ptr<stack::LaneRings> rings = stack::make_lane_rings(first.port->name(), lanes, error);
+    if (!rings) {
+      out.clear();
+      return out;
+    }
+    for (std::uint16_t k = 0; k < lanes; ++k) {
+      stack::Endpoint& e = out[k]->impl_->endpoint;
+      e.lane_rings = rings;
+      engine::RxHandoff h;
+      h.rings = rings->rings;
+      h.self = k;
+      h.management_lcore = 0;
+      h.management_owner = &cm::peek_owner_qpn;
+      h.share_other_frames = true;
+      e.host->set_rx_handoff(std::move(h));
+      host::Neighbours* n = e.host->host().neighbours();
+      if (k != 0 && n != nullptr) {
+        host::NeighbourConfig quiet = n->config();
+        quiet.answer_requests = false;
+        e.host->host().enable_neighbours(quiet);
+      }
+    }
   }
   return out;
 }

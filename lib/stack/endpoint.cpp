@@ -1,8 +1,12 @@
 #include "stack/endpoint.hpp"
 
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
@@ -145,6 +149,31 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
   }
   return engine::start_eal_with_arguments(
       port_eal_arguments(o.program, o.eal_args, engine::detect_hugepages(), ::getpid()), error);
+}
+
+LaneRings::~LaneRings() {
+  for (rte_ring* r : rings) {
+    void* frame = nullptr;
+    while (rte_ring_dequeue(r, &frame) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(frame));
+    rte_ring_free(r);
+  }
+}
+
+std::shared_ptr<LaneRings> make_lane_rings(const std::string& port_name, std::uint16_t lanes, std::string& error) {
+  static std::atomic<unsigned> made{0};
+  auto out = std::make_shared<LaneRings>();
+  const unsigned id = made++;
+  for (std::uint16_t k = 0; k < lanes; ++k) {
+    const std::string name = fmt::format("lanes{}.{}", id, k);  // RTE_RING_NAMESIZE: short
+    rte_ring* r = rte_ring_create(name.c_str(), 4096, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (r == nullptr) {
+      error = fmt::format("port {}: cannot create the hand-off ring of lane {}: {} (EAL memory left? give -m more)",
+                          port_name, k, rte_strerror(rte_errno));
+      return nullptr;
+    }
+    out->rings.push_back(r);
+  }
+  return out;
 }
 
 Endpoint::~Endpoint() {

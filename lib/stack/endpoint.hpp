@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+struct rte_ring;
+
 #include "cc/fair_share.hpp"
 #include "cm/manager.hpp"
 #include "engine/eal.hpp"
@@ -93,12 +95,29 @@ bool start_eal(const EndpointConfig& options, std::string& error);
                                                           const std::vector<std::string>& user,
                                                           const engine::HugepageStatus& hugepages, int pid);
 
+// The hand-off rings of a port's lanes (metaroce::Endpoint::open_lanes on a
+// driver that does not pair queues): ring k holds frames another lane took
+// from the port for lane k. Shared by the lanes; the last one frees the
+// frames still waiting, then the rings (before the port's pools go).
+struct LaneRings {
+  std::vector<rte_ring*> rings;
+  LaneRings() = default;
+  LaneRings(const LaneRings&) = delete;
+  LaneRings& operator=(const LaneRings&) = delete;
+  ~LaneRings();
+};
+
+// Makes `lanes` hand-off rings for the port `port_name`; nullptr and
+// `error` when EAL has no memory left for them.
+std::shared_ptr<LaneRings> make_lane_rings(const std::string& port_name, std::uint16_t lanes, std::string& error);
+
 // A port, its engine host, a connection manager and the host's telemetry
 // (/metaroce/stats, /metaroce/conns, /metaroce/conn,<qpn>, /metaroce/lcores
 // on the process's telemetry socket, EAL file prefix <program>-<pid>), all
 // on this lcore.
 struct Endpoint {
   std::shared_ptr<engine::Port> port;  // shared by the lanes of one port (the last one stops it)
+  std::shared_ptr<LaneRings> lane_rings;  // the lanes' hand-off rings, if they hand off (after `port`: freed first)
   std::uint16_t queue = 0;             // the port's queue this endpoint drives
   std::vector<std::unique_ptr<engine::Port>> more_ports;  // planes 1.. (EndpointConfig::more_planes)
   std::unique_ptr<engine::EngineHost> host;
