@@ -449,6 +449,10 @@ void Manager::on_request(Time, const wire::ParsedFrame& frame, const Message& m)
     reason = RejectReason::unsupported_version;
   } else if (!accept_) {
     reason = RejectReason::not_listening;
+  } else if (config_.own_queue_only &&
+             m.sender_qpn % std::max<std::uint16_t>(config_.queues, 1) != config_.queue) {
+    reason = RejectReason::wrong_queue;
+    ++counters_.wrong_queue_refusals;
   } else if (qpn_to_peer_.size() >= config_.max_connections) {
     reason = RejectReason::no_resources;
   } else {

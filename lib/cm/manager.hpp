@@ -81,7 +81,8 @@ using transport::Time;
   X(address_challenges_sent, "REQs that would replace a live connection, answered with a cookie to echo (REJ prove_address)") \
   X(bad_cookies, "REQs that would replace a live connection dropped: the cookie they echo is not ours") \
   X(address_proofs_sent, "client: REQs sent again with the server's cookie, to replace our old connection there") \
-  X(memory_refusals, "REQs refused: the connection would commit more memory than the server allows (REJ memory_limit)")
+  X(memory_refusals, "REQs refused: the connection would commit more memory than the server allows (REJ memory_limit)") \
+  X(wrong_queue_refusals, "REQs refused: the client's QPN steers to another queue than this lane's (REJ wrong_queue)")
 
 struct Counters {
 #define METAROCE_CM_FIELD(name, what) std::uint64_t name = 0;
@@ -126,6 +127,13 @@ struct ManagerConfig {
   // Queues of the port (engine::steering_queue): a server connection gets a
   // QPN of the same queue as its client's, so both ends live on that queue.
   std::uint16_t queues = 1;
+  // A lane's manager (one per queue, metaroce::Endpoint::open_lanes): it
+  // serves only clients whose QPN steers to its own queue `queue`, and
+  // refuses others with REJ wrong_queue (the two ends run different lane
+  // counts, or the port does not pair queues). Off: one manager serves
+  // every queue (stack::NodeManager).
+  bool own_queue_only = false;
+  std::uint16_t queue = 0;
   // Security (doc/DESIGN.md, "Security"): every CM message carries an
   // HMAC under `psk` and a peer's message without a good one is refused;
   // every connection gets keys of its own from an X25519 exchange in the

@@ -77,6 +77,9 @@ std::string_view to_string(RejectReason r) noexcept {
     case RejectReason::memory_limit:
       return "the connection would need more memory than the server allows (its --max-connection-memory): ask "
              "for smaller or fewer messages, or raise that limit on the server";
+    case RejectReason::wrong_queue:
+      return "the request reached a lane of the server that its QPN does not steer to: give both ends the same "
+             "--lcores (a driver such as net_memif pairs queue k with the peer's queue k)";
     case RejectReason::prove_address:
       return "the server asked for proof of the client's address before replacing its live connection";
   }

@@ -66,6 +66,10 @@ enum class RejectReason : std::uint8_t {
   // manager answers it by itself.
   prove_address = 9,
   memory_limit = 10,  // the connection would commit more memory than the server allows
+  // The REQ reached a lane (a manager of one queue) that its client's QPN
+  // does not steer to: the two ends run different --lcores, or the port
+  // does not bring lane k's frames to the peer's lane k.
+  wrong_queue = 11,
 };
 
 [[nodiscard]] std::string_view to_string(MessageType t) noexcept;

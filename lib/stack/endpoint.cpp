@@ -340,6 +340,8 @@ bool open_endpoint(const EndpointConfig& o, Endpoint& e, std::string& error) {
   }
   cm_config.pkey = o.pkey;
   cm_config.queues = std::max<std::uint16_t>(o.queues, 1);
+  cm_config.own_queue_only = o.queues > 1;  // a lane's manager
+  cm_config.queue = o.queue;
   cm_config.ibta_cm = o.ibta_cm;
   e.cm = std::make_unique<cm::Manager>(cm_config);
   e.host->set_management_handler(

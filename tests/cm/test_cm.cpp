@@ -948,6 +948,44 @@ TEST(CmPlanes, Ipv6CarriesSixPlanes) {
   EXPECT_EQ(error, "7 planes: the connection manager carries 1..6 over IPv6");
 }
 
+// A lane's manager serves clients of its own queue only: a REQ from a
+// client QPN of another queue (the ends run different lane counts) is
+// REJ wrong_queue, counted, and the client's error names the fix; one of
+// its own queue is served, its QPN on that queue.
+TEST(Cm, ALanesManagerRefusesClientsOfAnotherQueue) {
+  ManagerConfig lane1 = side(server_mac, server_ip, 22);
+  lane1.queues = 2;
+  lane1.queue = 1;
+  lane1.own_queue_only = true;
+  ManagerConfig client = side(client_mac, client_ip, 11);
+  client.queues = 2;
+  Wire w(lane1, client);
+  w.listen();
+  std::string error;
+  ConnectRequest r = request();
+  r.queue = 0;
+  ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::failed);
+  EXPECT_NE(w.client_events[0].error.find("reached a lane of the server that its QPN does not steer to: give both "
+                                          "ends the same --lcores"),
+            std::string::npos)
+      << w.client_events[0].error;
+  EXPECT_EQ(w.server.counters().wrong_queue_refusals, 1u);
+  EXPECT_TRUE(w.accepted.empty());
+  r.queue = 1;
+  w.client_events.clear();
+  ASSERT_NE(w.client.connect(0, r, error), 0u) << error;
+  w.settle(0);
+  ASSERT_EQ(w.client_events.size(), 1u);
+  EXPECT_EQ(w.client_events[0].kind, EventKind::established);
+  ASSERT_EQ(w.accepted.size(), 1u);
+  EXPECT_EQ(w.accepted[0].local_qpn % 2, 1u);
+  EXPECT_EQ(w.accepted[0].peer_qpn % 2, 1u);
+  EXPECT_EQ(w.server.counters().wrong_queue_refusals, 1u);
+}
+
 // Lanes hand QP 1's frames to the lane of the QPN a message concerns on the
 // receiving end: a REQ's sender (the client, whose queue the server draws
 // on), every other message's receiver. Read from the frame's bytes alone.

@@ -6,8 +6,9 @@
 # -n 4000, then -q 5 of 4 KiB, -n 1001 (uneven shares). Exactly: both ends
 # exit 0, every byte verified; each side has 2 lcores with the connections
 # and messages of their share; per-lcore data packets and frames received
-# add up to the totals; nothing misdirected. Then the option errors: one
-# line, exit 2. Prints TAP. Usage: perf_remote_lcores_test.sh PATH/metaroce-perf
+# add up to the totals; nothing misdirected. Then a client of one lane
+# against the server's two: refused with the fix (REJ wrong_queue). Then
+# the option errors: one line, exit 2. Prints TAP. Usage: perf_remote_lcores_test.sh PATH/metaroce-perf
 perf="$1"
 if ! command -v jq >/dev/null; then
   echo "1..0 # SKIP 'jq' is missing: run tools/setup (it installs jq)"
@@ -29,7 +30,7 @@ not_ok() {
 check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { jq -r "$2" "$work/$1.json" 2>/dev/null; }
 
-echo "1..10"
+echo "1..11"
 
 eal="--lcores 0@(0-1) --no-huge -m 512 --no-shconf --no-pci --log-level=error"
 run=0
@@ -93,6 +94,32 @@ check "-q 5 -n 1001: lcore 0 carries 3 connections and 501 messages, lcore 1 2 a
   "[ \"\$(q client '[.lcores[] | [.connections, .messages]] == [[3, 501], [2, 500]]')\" = true ] \
    && [ \"\$(q server '[.lcores[].connections] == [3, 2]')\" = true ]"
 sums "-q 5"
+
+# A client of one lane against a server of two: its requests for QPNs of
+# queue 1 reach the server's lane 0 (memif pairs queue 0 with queue 0),
+# which refuses them (REJ wrong_queue) with the fix, and the server stops
+# cleanly once the client's connections of queue 0 are closed. -q 32: one of
+# them is of queue 1 unless all 32 random QPNs are even.
+memif="socket=$work/mm.sock,socket-abstract=no,bsize=10240"
+# shellcheck disable=SC2086
+timeout 60 "$perf" --server --port net_memif0 --local-ip 10.97.0.2 --lcores 2 --idle-sleep-us 20 \
+  --json "$work/server.json" -- $eal --file-prefix "mr-plc-$$-sm" \
+  --vdev "net_memif0,role=server,$memif,mac=02:00:00:00:00:22" >"$work/server.out" 2>&1 &
+server_pid=$!
+i=0
+while [ ! -S "$work/mm.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+# shellcheck disable=SC2086
+timeout 60 "$perf" --client 10.97.0.2 --peer-mac 02:00:00:00:00:22 --port net_memif0 --local-ip 10.97.0.1 \
+  -q 32 -s 4096 -n 100 --idle-sleep-us 20 -- $eal --file-prefix "mr-plc-$$-cm" \
+  --vdev "net_memif0,role=client,$memif,mac=02:00:00:00:00:21" >"$work/client.out" 2>&1
+client_status=$?
+wait "$server_pid"
+server_status=$?
+server_pid=
+check "1 lane against 2: the client exits 1 naming the fix, the server refused with wrong_queue and exits 0" \
+  "[ $client_status = 1 ] && [ $server_status = 0 ] \
+   && grep -q 'its QPN does not steer to: give both ends the same --lcores' '$work/client.out' \
+   && [ \"\$(q server '.cm.wrong_queue_refusals')\" -ge 1 ]"
 
 option_error() {  # NAME PATTERN ARGS...
   name="$1" pattern="$2"
