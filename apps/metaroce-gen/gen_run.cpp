@@ -475,6 +475,7 @@ GenResult Generator::run() {
                      .c_str(),
                  o_.port.local_ip.c_str(), e_->port_name().c_str());
     std::fprintf(progress_, " GID: %s\n", gid_text(o_.port.local_ip).c_str());
+    if (lanes_ > 1) std::fprintf(progress_, " lanes: %s\n", e_->steering().c_str());
     if (o_.mode == "rocev2") std::fprintf(progress_, " rocev2: %s\n", rocev2_summary(o_.rocev2).c_str());
     std::fflush(progress_);
   }

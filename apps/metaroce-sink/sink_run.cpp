@@ -316,6 +316,7 @@ SinkResult Sink::run() {
                  o_.runs == 0 ? "Ctrl-C stops" : fmt::format("exits after {} run(s)", o_.runs).c_str());
     std::fprintf(progress_, " GID: %s\n rocev2 connections: %s\n", gid_text(o_.port.local_ip).c_str(),
                  rocev2_summary(o_.rocev2).c_str());
+    if (lanes_ > 1) std::fprintf(progress_, " lanes: %s\n", e_->steering().c_str());
     std::fflush(progress_);
   }
   start_ns_ = last_progress_ns_ = monotonic_ns();

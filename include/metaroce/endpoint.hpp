@@ -289,6 +289,11 @@ class Endpoint {
   [[nodiscard]] std::string mac() const;        // the port's, xx:xx:xx:xx:xx:xx
   [[nodiscard]] std::string port_name() const;  // e.g. net_memif0
   [[nodiscard]] std::string driver() const;     // the port's PMD, e.g. net_memif
+  // Lanes (open_lanes): how frames reach the lane that owns them, e.g.
+  // "queue pairs: ..." (net_memif, net_ring), "flow rules on the BTH
+  // destination QP, ..." or "software hand-off (PMD took no flow rule:
+  // why)"; empty for an endpoint of one lane.
+  [[nodiscard]] std::string steering() const;
   [[nodiscard]] std::size_t connections() const noexcept;
 
   struct Impl;

@@ -14,8 +14,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/preset.hpp"
+
+struct rte_flow;
 
 namespace metaroce::engine {
 
@@ -65,5 +68,15 @@ bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, 
 // is 4791 / raw relative is 1 offset is 7 pattern_hex spec VV pattern_hex
 // mask MM / end actions queue index Q / end`.
 [[nodiscard]] std::string testpmd_command(std::uint16_t port, const BthQueueRule& rule);
+
+// Installs the rule of every queue of port `port_id` (a started port of
+// `queues` queues; IPv4 or IPv6 frames): each validated first
+// (rte_flow_validate), then created. True with the rules in `out`; false
+// with the PMD's reason in `error` and nothing left installed (a PMD
+// without a flow engine, or one that does not take a RAW item).
+bool install_bth_queue_rules(std::uint16_t port_id, std::uint16_t queues, bool ipv6, std::vector<rte_flow*>& out,
+                             std::string& error);
+// Destroys rules install_bth_queue_rules made, and empties `rules`.
+void remove_flow_rules(std::uint16_t port_id, std::vector<rte_flow*>& rules) noexcept;
 
 }  // namespace metaroce::engine

@@ -13,6 +13,7 @@
 #include "cm/message.hpp"
 #include "engine/eal.hpp"
 #include "engine/node.hpp"
+#include "engine/steering.hpp"
 #include "stack/api_internal.hpp"
 #include "stack/endpoint.hpp"
 
@@ -263,6 +264,8 @@ std::vector<std::unique_ptr<Endpoint>> Endpoint::open_lanes(const EndpointConfig
   // concerns, and share the rest (ARP, ND: lane 0 answers requests).
   const stack::Endpoint& first = out[0]->impl_->endpoint;
   const std::string& driver = first.port->driver();
+  if (lanes > 1 && (driver == "net_memif" || driver == "net_ring"))
+    for (auto& lane : out) lane->impl_->endpoint.steering = "queue pairs: lane k's frames arrive on queue k";
   if (lanes > 1 && driver != "net_memif" && driver != "net_ring") {
     if (c.ibta_cm) {
       error = fmt::format("{} lcores on {} ({}) with the IBTA CM: its messages do not say which lane they are for "
@@ -276,9 +279,19 @@ std::vector<std::unique_ptr<Endpoint>> Endpoint::open_lanes(const EndpointConfig
       out.clear();
       return out;
     }
+    // A NIC that takes a flow rule per queue on the BTH destination QP puts
+    // each connection's frames on its lane's queue; the rest is handed on.
+    std::string refused;
+    rings->port_id = first.port->id();
+    const bool ruled =
+        engine::install_bth_queue_rules(first.port->id(), lanes, first.local_address.version == 6, rings->rules, refused);
+    const std::string steering =
+        ruled ? std::string("flow rules on the BTH destination QP, one per queue; QP 1, ARP and ND handed on")
+              : fmt::format("software hand-off ({} took no flow rule: {})", driver, refused);
     for (std::uint16_t k = 0; k < lanes; ++k) {
       stack::Endpoint& e = out[k]->impl_->endpoint;
       e.lane_rings = rings;
+      e.steering = steering;
       engine::RxHandoff h;
       h.rings = rings->rings;
       h.self = k;
@@ -577,6 +590,7 @@ void release_eal() {
 std::string Endpoint::mac() const { return stack::mac_string(impl_->endpoint.port->mac()); }
 std::string Endpoint::port_name() const { return impl_->endpoint.port->name(); }
 std::string Endpoint::driver() const { return impl_->endpoint.port->driver(); }
+std::string Endpoint::steering() const { return impl_->endpoint.steering; }
 std::size_t Endpoint::connections() const noexcept { return impl_->connections.size(); }
 
 }  // namespace metaroce

@@ -21,6 +21,7 @@
 #include "secure/trailer.hpp"
 #include "engine/eal.hpp"
 #include "engine/preset.hpp"
+#include "engine/steering.hpp"
 
 namespace metaroce::stack {
 
@@ -152,6 +153,7 @@ bool start_eal(const EndpointConfig& o, std::string& error) {
 }
 
 LaneRings::~LaneRings() {
+  engine::remove_flow_rules(port_id, rules);
   for (rte_ring* r : rings) {
     void* frame = nullptr;
     while (rte_ring_dequeue(r, &frame) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(frame));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+struct rte_flow;
 struct rte_ring;
 
 #include "cc/fair_share.hpp"
@@ -101,6 +102,11 @@ bool start_eal(const EndpointConfig& options, std::string& error);
 // frames still waiting, then the rings (before the port's pools go).
 struct LaneRings {
   std::vector<rte_ring*> rings;
+  // Flow rules on the BTH destination QP (engine::install_bth_queue_rules)
+  // where the port's PMD took them: data then lands on its lane's queue,
+  // and only the rest (QP 1, ARP, ND) is handed on. Destroyed first.
+  std::uint16_t port_id = 0;
+  std::vector<rte_flow*> rules;
   LaneRings() = default;
   LaneRings(const LaneRings&) = delete;
   LaneRings& operator=(const LaneRings&) = delete;
@@ -118,6 +124,9 @@ std::shared_ptr<LaneRings> make_lane_rings(const std::string& port_name, std::ui
 struct Endpoint {
   std::shared_ptr<engine::Port> port;  // shared by the lanes of one port (the last one stops it)
   std::shared_ptr<LaneRings> lane_rings;  // the lanes' hand-off rings, if they hand off (after `port`: freed first)
+  // Lanes: how frames reach their lane ("queue pairs", "flow rules ...",
+  // "software hand-off ..."); empty for one lane.
+  std::string steering;
   std::uint16_t queue = 0;             // the port's queue this endpoint drives
   std::vector<std::unique_ptr<engine::Port>> more_ports;  // planes 1.. (EndpointConfig::more_planes)
   std::unique_ptr<engine::EngineHost> host;

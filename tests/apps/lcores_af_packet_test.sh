@@ -71,7 +71,7 @@ done
 
 sed 's/qpairs=1/qpairs=2/; s/^queues=1$/queues=2/' "$PRESETS/net_af_packet.ini" >"$WORK/af_packet2.ini"
 
-echo "1..12"
+echo "1..13"
 run_case() {  # NAME CONNECTIONS RUNS PER_LANE [GEN-ARGS...]
   local name="$1" conns="$2" runs="$3" per_lane="$4"
   shift 4
@@ -116,6 +116,9 @@ check "4 connections: each ARP request of the gen's lanes answered once by the s
    && [ \"\$(q gen .engine.arp_requests_sent)\" = \"\$(q sink .engine.arp_requests_answered)\" ] \
    && [ \"\$(q gen .engine.arp_requests_sent)\" = \"\$(q sink .engine.requests_answered_elsewhere)\" ] \
    && [ \"\$(q gen .engine.resolutions_failed)\" = 0 ]"
+check "4 connections: both ends say their lanes hand frames on, net_af_packet having taken no flow rule" \
+  "grep -q '^ lanes: software hand-off (net_af_packet took no flow rule: .\\+)\$' '$WORK/gen.out' \
+   && grep -q '^ lanes: software hand-off (net_af_packet took no flow rule: .\\+)\$' '$WORK/sink.out'"
 check "4 connections: both gen lanes learned the sink's MAC from the answers" \
   "[ \"\$(q gen .engine.arp_replies_learned)\" -ge 2 ] && [ \"\$(q gen .engine.rx_shared)\" -gt 0 ]"
 

@@ -39,7 +39,7 @@ eal() {  # NAME ROLE MAC
        "--vdev net_memif0,role=$2,socket=$WORK/m.sock,socket-abstract=no,bsize=10240,mac=$3"
 }
 
-echo "1..19"
+echo "1..20"
 run_case() {  # NAME CONNECTIONS RUNS PER_LANE [GEN-ARGS...]
   local name="$1" conns="$2" runs="$3" per_lane="$4"
   shift 4
@@ -91,6 +91,9 @@ check "4 connections: 800 messages posted, 400 per lcore" \
    && [ \"\$(q sink '[.lcores[].messages] == [400, 400]')\" = true ]"
 check "4 connections: lane k's first transmissions are lane k's packets placed at the sink" \
   "[ \"\$(jq -s '[.[0].lcores[].data_packets] == [.[1].lcores[].data_packets]' "$WORK/gen.json" "$WORK/sink.json")\" = true ]"
+check "4 connections: gen and sink say lane k's frames arrive on queue k" \
+  "grep -q '^ lanes: queue pairs: lane k.s frames arrive on queue k\$' '$WORK/gen.out' \
+   && grep -q '^ lanes: queue pairs: lane k.s frames arrive on queue k\$' '$WORK/sink.out'"
 # Gen connection i runs on lane i % 2: its QPN is of that lane's queue.
 check "4 connections: connection i's QPN steers to lane i % 2" \
   "[ \"\$(q gen '[.per_connection[] | select((.qpn % 2) == (.connection % 2))] | length')\" = 4 ]"

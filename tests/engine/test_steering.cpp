@@ -16,6 +16,7 @@
 
 #include "engine/engine_host.hpp"
 #include "engine/port.hpp"
+#include "engine/steering.hpp"
 #include "wire/frame.hpp"
 
 namespace metaroce::engine {
@@ -153,6 +154,31 @@ TEST(Steering, AConnectionOnTheWrongQueueIsRefusedAndAStrayFrameCounted) {
   EXPECT_EQ(p.hosts_b[0]->counters().rx_misdirected, 1u);
   EXPECT_EQ(p.hosts_b[0]->counters().rx_unknown_qpn, 1u);
   EXPECT_EQ(p.hosts_b[1]->counters().rx_frames, 0u);
+}
+
+// The flow rules installed on a port whose PMD has no flow engine (net_ring
+// here; net_af_packet, net_tap alike): refused with the PMD's reason,
+// nothing left installed, and the queue count checked first.
+TEST(Steering, FlowRulesOnAPortWithoutAFlowEngineAreRefusedWithTheReason) {
+  std::unique_ptr<Port> a, b;
+  std::string error;
+  PortSetup s;
+  s.queues = 2;
+  s.mbufs = 2048;
+  ASSERT_TRUE(Port::create_ring_pair("st_flow_a", "st_flow_b", s, a, b, error)) << error;
+  ASSERT_TRUE(a->start(error) && b->start(error)) << error;
+  std::vector<rte_flow*> rules;
+  error.clear();
+  EXPECT_FALSE(install_bth_queue_rules(a->id(), 2, false, rules, error));
+  EXPECT_TRUE(rules.empty());
+  EXPECT_EQ(error.rfind("the rule for queue 0 was refused: ", 0), 0u) << error;
+  EXPECT_GT(error.size(), std::string("the rule for queue 0 was refused: ").size()) << error;
+  error.clear();
+  EXPECT_FALSE(install_bth_queue_rules(a->id(), 3, true, rules, error));
+  EXPECT_EQ(error.rfind("3 queues: a rule on the QPN's low byte needs a power of two", 0), 0u) << error;
+  EXPECT_TRUE(rules.empty());
+  a->drain_rx();
+  b->drain_rx();
 }
 
 }  // namespace
