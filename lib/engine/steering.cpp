@@ -51,17 +51,34 @@ bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, 
   }
   out = BthQueueRule{};
   out.ipv6 = ipv6;
-  out.mask = static_cast<std::uint8_t>(queues - 1);
-  out.value = static_cast<std::uint8_t>(queue);
+  out.mask[0] = static_cast<std::uint8_t>(queues - 1);
+  out.value[0] = static_cast<std::uint8_t>(queue);
   out.queue = queue;
   return true;
 }
 
+BthQueueRule management_rule(std::uint16_t queue, bool ipv6) noexcept {
+  BthQueueRule r;
+  r.ipv6 = ipv6;
+  r.offset = bth_dest_qp_first_byte;
+  r.length = 3;
+  r.value = {0, 0, 1};
+  r.mask = {0xff, 0xff, 0xff};
+  r.queue = queue;
+  r.priority = 0;
+  return r;
+}
+
 std::string testpmd_command(std::uint16_t port, const BthQueueRule& rule) {
+  std::string value, mask;
+  for (std::uint8_t i = 0; i < rule.length; ++i) {
+    value += fmt::format("{:02x}", rule.value[i]);
+    mask += fmt::format("{:02x}", rule.mask[i]);
+  }
   return fmt::format(
-      "flow create {} ingress pattern eth / {} / udp dst is {} / raw relative is 1 offset is {} pattern_hex spec "
-      "{:02x} pattern_hex mask {:02x} / end actions queue index {} / end",
-      port, rule.ipv6 ? "ipv6" : "ipv4", rule.udp_dst, rule.offset, rule.value, rule.mask, rule.queue);
+      "flow create {} priority {} ingress pattern eth / {} / udp dst is {} / raw relative is 1 offset is {} "
+      "pattern_hex spec {} pattern_hex mask {} / end actions queue index {} / end",
+      port, rule.priority, rule.ipv6 ? "ipv6" : "ipv4", rule.udp_dst, rule.offset, value, mask, rule.queue);
 }
 
 namespace {
@@ -71,7 +88,7 @@ namespace {
 struct FlowRule {
   rte_flow_attr attr{};
   rte_flow_item_udp udp_spec{}, udp_mask{};
-  std::uint8_t value = 0, mask = 0;
+  std::array<std::uint8_t, 3> value{}, mask{};
   rte_flow_item_raw raw_spec{}, raw_mask{};
   std::array<rte_flow_item, 5> pattern{};
   rte_flow_action_queue queue{};
@@ -80,18 +97,19 @@ struct FlowRule {
   // Not copyable: the items point into the object.
   explicit FlowRule(const BthQueueRule& r) {
     attr.ingress = 1;
+    attr.priority = r.priority;
     udp_spec.hdr.dst_port = rte_cpu_to_be_16(r.udp_dst);
     udp_mask.hdr.dst_port = 0xffff;
     value = r.value;
     mask = r.mask;
     raw_spec.relative = 1;
     raw_spec.offset = r.offset;
-    raw_spec.length = 1;
-    raw_spec.pattern = &value;
+    raw_spec.length = r.length;
+    raw_spec.pattern = value.data();
     raw_mask.relative = 1;
     raw_mask.offset = -1;  // every bit of the offset and length matter
     raw_mask.length = 0xffff;
-    raw_mask.pattern = &mask;
+    raw_mask.pattern = mask.data();
     pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
     pattern[1].type = r.ipv6 ? RTE_FLOW_ITEM_TYPE_IPV6 : RTE_FLOW_ITEM_TYPE_IPV4;
     pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
@@ -118,19 +136,21 @@ std::string flow_error_text(const rte_flow_error& e, int status) {
 
 bool install_bth_queue_rules(std::uint16_t port_id, std::uint16_t queues, bool ipv6, std::vector<rte_flow*>& out,
                              std::string& error) {
-  std::vector<rte_flow*> made;
+  std::vector<BthQueueRule> rules = {management_rule(0, ipv6)};
   for (std::uint16_t q = 0; q < queues; ++q) {
     BthQueueRule rule;
-    if (!build_bth_queue_rule(q, queues, ipv6, rule, error)) {
-      remove_flow_rules(port_id, made);
-      return false;
-    }
+    if (!build_bth_queue_rule(q, queues, ipv6, rule, error)) return false;
+    rules.push_back(rule);
+  }
+  std::vector<rte_flow*> made;
+  for (const BthQueueRule& rule : rules) {
     const FlowRule f(rule);
     rte_flow_error e{};
     int status = rte_flow_validate(port_id, &f.attr, f.pattern.data(), f.actions.data(), &e);
     rte_flow* flow = status == 0 ? rte_flow_create(port_id, &f.attr, f.pattern.data(), f.actions.data(), &e) : nullptr;
     if (flow == nullptr) {
-      error = fmt::format("the rule for queue {} was refused: {}", q,
+      error = fmt::format("the rule for {} was refused: {}",
+                          rule.priority == 0 ? std::string("QP 1") : fmt::format("queue {}", rule.queue),
                           flow_error_text(e, status != 0 ? status : -rte_errno));
       remove_flow_rules(port_id, made);
       return false;

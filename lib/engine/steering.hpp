@@ -11,6 +11,7 @@
 // source port, so RSS would split one connection over lcores.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,26 +43,40 @@ inline constexpr std::uint16_t rocev2_udp_port = 4791;
 // Queues a RAW rule on one byte can tell apart.
 inline constexpr std::uint16_t max_rule_queues = 256;
 
-// The match of one queue's rule: UDP destination port 4791, then, relative
-// to the UDP payload at `offset`, (byte & mask) == value; the action sends
-// the frame to rx queue `queue`.
+// Bytes 5..7 of the UDP payload (the BTH) are the destination QP.
+inline constexpr std::uint8_t bth_dest_qp_first_byte = 5;
+
+// The match of one rule: UDP destination port 4791, then, relative to the
+// UDP payload at `offset`, `length` bytes with (byte & mask) == value; the
+// action sends the frame to rx queue `queue`. Of two rules that match, the
+// one of lower `priority` wins (rte_flow's order).
 struct BthQueueRule {
   bool ipv6 = false;
   std::uint16_t udp_dst = rocev2_udp_port;
   std::uint8_t offset = bth_dest_qp_low_byte;
-  std::uint8_t value = 0;
-  std::uint8_t mask = 0;
+  std::uint8_t length = 1;  // 1: the QPN's low byte; 3: the whole QPN
+  std::array<std::uint8_t, 3> value{};
+  std::array<std::uint8_t, 3> mask{};
   std::uint16_t queue = 0;
-  // True when the rule sends the frame for `qpn` to `queue`.
+  std::uint32_t priority = 1;
+  // True when the rule matches the frame for `qpn`.
   [[nodiscard]] bool matches(std::uint32_t qpn) const noexcept {
-    return (static_cast<std::uint8_t>(qpn & 0xff) & mask) == value;
+    const std::array<std::uint8_t, 3> qp = {static_cast<std::uint8_t>(qpn >> 16), static_cast<std::uint8_t>(qpn >> 8),
+                                            static_cast<std::uint8_t>(qpn)};
+    for (std::uint8_t i = 0; i < length; ++i)
+      if ((qp[offset - bth_dest_qp_first_byte + i] & mask[i]) != value[i]) return false;
+    return true;
   }
 };
 
-// The rule for queue `queue` of `queues` (a power of two, 1..256); false
-// with a one-line error otherwise.
+// The rule for queue `queue` of `queues` (a power of two, 1..256; its QPNs'
+// low byte under queues - 1, priority 1); false with a one-line error
+// otherwise.
 bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, BthQueueRule& out,
                           std::string& error);
+// The rule that sends QP 1's frames (the connection manager's) to `queue`,
+// whatever the queue rules say: all three QPN bytes, priority 0.
+[[nodiscard]] BthQueueRule management_rule(std::uint16_t queue, bool ipv6) noexcept;
 
 // The same rule as a dpdk-testpmd command for port `port`, for an operator
 // to try on a NIC: `flow create PORT ingress pattern eth / ipv4 / udp dst
@@ -69,9 +84,9 @@ bool build_bth_queue_rule(std::uint16_t queue, std::uint16_t queues, bool ipv6, 
 // mask MM / end actions queue index Q / end`.
 [[nodiscard]] std::string testpmd_command(std::uint16_t port, const BthQueueRule& rule);
 
-// Installs the rule of every queue of port `port_id` (a started port of
-// `queues` queues; IPv4 or IPv6 frames): each validated first
-// (rte_flow_validate), then created. True with the rules in `out`; false
+// Installs QP 1's rule (to queue 0) and the rule of every queue of port
+// `port_id` (a started port of `queues` queues; IPv4 or IPv6 frames): each
+// validated first (rte_flow_validate), then created. True with the rules in `out`; false
 // with the PMD's reason in `error` and nothing left installed (a PMD
 // without a flow engine, or one that does not take a RAW item).
 bool install_bth_queue_rules(std::uint16_t port_id, std::uint16_t queues, bool ipv6, std::vector<rte_flow*>& out,

@@ -264,6 +264,12 @@ std::vector<std::unique_ptr<Endpoint>> Endpoint::open_lanes(const EndpointConfig
   // concerns, and share the rest (ARP, ND: lane 0 answers requests).
   const stack::Endpoint& first = out[0]->impl_->endpoint;
   const std::string& driver = first.port->driver();
+  // One receive share for the port: the lanes' shares are fronts of a
+  // board that divides the port's capacity among them.
+  if (lanes > 1) {
+    const auto board = std::make_shared<cc::PortShareBoard>(first.receive_share->capacity_bps(), lanes);
+    for (auto& lane : out) lane->impl_->endpoint.share_board = board;
+  }
   if (lanes > 1 && (driver == "net_memif" || driver == "net_ring"))
     for (auto& lane : out) lane->impl_->endpoint.steering = "queue pairs: lane k's frames arrive on queue k";
   if (lanes > 1 && driver != "net_memif" && driver != "net_ring") {
@@ -578,6 +584,12 @@ std::vector<CounterGroup> Endpoint::counters() const {
   const cc::FairShare& share = *impl_->endpoint.receive_share;
   out[3].name = "receive_share";
   out[3].counters.push_back({"capacity_mbps", share.capacity_bps() / 1'000'000});
+  // This endpoint's part of the port's capacity: a lane's as its port's
+  // board last set it (the lanes' parts add up to the port's capacity),
+  // else the whole.
+  const auto& board = impl_->endpoint.share_board;
+  out[3].counters.push_back(
+      {"port_part_bps", board ? board->part_bps(impl_->endpoint.queue) : share.capacity_bps()});
   out[3].counters.push_back({"connections", share.listeners()});
   share.counters().visit([&](const std::string& name, std::uint64_t v) { out[3].counters.push_back({name, v}); });
   return out;

@@ -211,6 +211,11 @@ std::size_t Endpoint::turn() {
   cm->poll(host->now_ns(), cm_frames);
   for (const auto& f : cm_frames) host->send_frame(f);
   const std::size_t work = host->poll_once();
+  if (share_board) {
+    const std::uint64_t now = host->now_ns();
+    share_board->front_turn(queue, *receive_share, now);
+    if (queue == 0) share_board->rebalance_turn(now);
+  }
   if (telemetry) telemetry->maybe_publish();
   cm->take_events(events);
   return work + cm_frames.size();

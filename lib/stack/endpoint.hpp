@@ -18,6 +18,7 @@ struct rte_flow;
 struct rte_ring;
 
 #include "cc/fair_share.hpp"
+#include "cc/port_share_board.hpp"
 #include "cm/manager.hpp"
 #include "engine/eal.hpp"
 #include "engine/engine_host.hpp"
@@ -124,6 +125,11 @@ std::shared_ptr<LaneRings> make_lane_rings(const std::string& port_name, std::ui
 struct Endpoint {
   std::shared_ptr<engine::Port> port;  // shared by the lanes of one port (the last one stops it)
   std::shared_ptr<LaneRings> lane_rings;  // the lanes' hand-off rings, if they hand off (after `port`: freed first)
+  // Lanes: one receive share per port. Each lane's receive_share is a
+  // front of this board (cc::PortShareBoard): every turn a lane publishes
+  // its demand and takes its part, and lane 0 divides the port's capacity
+  // among the lanes by the senders each sees. nullptr for one lane.
+  std::shared_ptr<cc::PortShareBoard> share_board;
   // Lanes: how frames reach their lane ("queue pairs", "flow rules ...",
   // "software hand-off ..."); empty for one lane.
   std::string steering;

@@ -7,7 +7,8 @@
 # report ok; every lcore carries 2 connections (3 in the second), its share
 # of the messages and data packets; lane k's first transmissions at the gen
 # are lane k's packets placed at the sink; per-lcore counters add up to the
-# totals; nothing misdirected. Then the option errors: one line, exit 2
+# totals; nothing misdirected; the sink's lanes share one receive share
+# (their parts of --receive-capacity 4gbit add up to it). Then the option errors: one line, exit 2
 # (--lcores 0, more lcores than connections) or 1 (two planes).
 # Prints TAP. Usage: lcores_memif_test.sh GEN SINK
 GEN="$1" SINK="$2"
@@ -39,14 +40,15 @@ eal() {  # NAME ROLE MAC
        "--vdev net_memif0,role=$2,socket=$WORK/m.sock,socket-abstract=no,bsize=10240,mac=$3"
 }
 
-echo "1..20"
+echo "1..21"
 run_case() {  # NAME CONNECTIONS RUNS PER_LANE [GEN-ARGS...]
   local name="$1" conns="$2" runs="$3" per_lane="$4"
   shift 4
   rm -f "$WORK"/m.sock "$WORK"/*.json "$WORK"/*.out
   # shellcheck disable=SC2046
   timeout 120 "$SINK" --port net_memif0 --local-ip 10.98.0.2 --lcores 2 --idle-sleep-us 20 --mbufs 4096 \
-    --runs "$runs" --json "$WORK/sink.json" -- $(eal sink server 02:00:00:00:00:02) >"$WORK/sink.out" 2>&1 &
+    --receive-capacity 4gbit --runs "$runs" --json "$WORK/sink.json" -- $(eal sink server 02:00:00:00:00:02) \
+    >"$WORK/sink.out" 2>&1 &
   SINK_PID=$!
   local i
   for i in $(seq 100); do [ -S "$WORK/m.sock" ] && break; sleep 0.1; done
@@ -85,7 +87,7 @@ run_case() {  # NAME CONNECTIONS RUNS PER_LANE [GEN-ARGS...]
      && [ \"\$(q sink '.engine.rx_misdirected + ([.lcores[].rx_misdirected] | add)')\" = 0 ]"
 }
 
-run_case "4 connections" 4 1 2 -n 200
+run_case "4 connections" 4 1 2 -n 200 --cc metaroce
 check "4 connections: 800 messages posted, 400 per lcore" \
   "[ \"\$(q gen .posted)\" = 800 ] && [ \"\$(q gen '[.lcores[].messages] == [400, 400]')\" = true ] \
    && [ \"\$(q sink '[.lcores[].messages] == [400, 400]')\" = true ]"
@@ -94,6 +96,10 @@ check "4 connections: lane k's first transmissions are lane k's packets placed a
 check "4 connections: gen and sink say lane k's frames arrive on queue k" \
   "grep -q '^ lanes: queue pairs: lane k.s frames arrive on queue k\$' '$WORK/gen.out' \
    && grep -q '^ lanes: queue pairs: lane k.s frames arrive on queue k\$' '$WORK/sink.out'"
+# One receive share for the port: the lanes' parts of --receive-capacity
+# add up to it (each lane giving out the whole would make 8 Gb/s).
+check "4 connections: the sink's lanes share one receive share, their parts adding up to 4 Gb/s" \
+  "[ \"\$(q sink .receive_share.port_part_bps)\" = 4000000000 ] && [ \"\$(q sink .receive_share.hints)\" -gt 0 ]"
 # Gen connection i runs on lane i % 2: its QPN is of that lane's queue.
 check "4 connections: connection i's QPN steers to lane i % 2" \
   "[ \"\$(q gen '[.per_connection[] | select((.qpn % 2) == (.connection % 2))] | length')\" = 4 ]"

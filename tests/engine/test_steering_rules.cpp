@@ -35,12 +35,15 @@ TEST(SteeringRules, EveryPresetHasItsMethodAndTheNicRulesCoverEveryQpnOnce) {
     const std::uint16_t queues = p.port.queues;
     std::vector<BthQueueRule> rules(queues);
     for (std::uint16_t q = 0; q < queues; ++q) ASSERT_TRUE(build_bth_queue_rule(q, queues, false, rules[q], error)) << error;
+    const BthQueueRule qp1 = management_rule(0, false);
+    for (std::uint32_t qpn : {0u, 1u, 2u, 3u, 255u, 256u, 257u, 4095u, 0x10001u, 0xffffffu}) EXPECT_EQ(qp1.matches(qpn), qpn == 1) << qpn;
     for (std::uint32_t qpn = 0; qpn < 4096; ++qpn) {
       int matched = 0;
       for (const BthQueueRule& r : rules)
         if (r.matches(qpn)) {
           ++matched;
           EXPECT_EQ(r.queue, host::steering_queue(qpn, queues)) << name << " qpn " << qpn;
+          EXPECT_GT(r.priority, qp1.priority);  // QP 1's rule wins where both match
         }
       EXPECT_EQ(matched, 1) << name << " qpn " << qpn;
     }
@@ -61,7 +64,16 @@ TEST(SteeringRules, TheRuleLooksAtTheByteWhereTheWireFormatPutsTheQpn) {
   std::string error;
   ASSERT_TRUE(build_bth_queue_rule(3, 4, false, r, error)) << error;
   EXPECT_EQ(frame[udp + 8 + r.offset], 0x13);
-  EXPECT_EQ(frame[udp + 8 + r.offset] & r.mask, r.value);  // 0x13 % 4 == 3
+  EXPECT_EQ(frame[udp + 8 + r.offset] & r.mask[0], r.value[0]);  // 0x13 % 4 == 3
+  EXPECT_TRUE(r.matches(s.bth.dest_qp));
+  // QP 1's rule reads the three QPN bytes there.
+  const BthQueueRule m = management_rule(0, false);
+  EXPECT_EQ(m.offset + 2, r.offset);
+  EXPECT_FALSE(m.matches(s.bth.dest_qp));
+  s.bth.dest_qp = 1;
+  frame.assign(256, 0);
+  frame.resize(wire::build_frame(s, {}, frame));
+  for (std::uint8_t i = 0; i < m.length; ++i) EXPECT_EQ(frame[udp + 8 + m.offset + i] & m.mask[i], m.value[i]);
 }
 
 TEST(SteeringRules, TestpmdCommandAndRefusedQueueCounts) {
@@ -69,8 +81,11 @@ TEST(SteeringRules, TestpmdCommandAndRefusedQueueCounts) {
   std::string error;
   ASSERT_TRUE(build_bth_queue_rule(1, 2, true, r, error)) << error;
   EXPECT_EQ(testpmd_command(0, r),
-            "flow create 0 ingress pattern eth / ipv6 / udp dst is 4791 / raw relative is 1 offset is 7 pattern_hex "
-            "spec 01 pattern_hex mask 01 / end actions queue index 1 / end");
+            "flow create 0 priority 1 ingress pattern eth / ipv6 / udp dst is 4791 / raw relative is 1 offset is 7 "
+            "pattern_hex spec 01 pattern_hex mask 01 / end actions queue index 1 / end");
+  EXPECT_EQ(testpmd_command(0, management_rule(0, false)),
+            "flow create 0 priority 0 ingress pattern eth / ipv4 / udp dst is 4791 / raw relative is 1 offset is 5 "
+            "pattern_hex spec 000001 pattern_hex mask ffffff / end actions queue index 0 / end");
   EXPECT_FALSE(build_bth_queue_rule(0, 3, false, r, error));
   EXPECT_NE(error.find("power of two"), std::string::npos) << error;
   EXPECT_FALSE(build_bth_queue_rule(2, 2, false, r, error));
