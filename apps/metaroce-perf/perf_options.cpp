@@ -104,8 +104,8 @@ po::options_description describe() {
                                               "them, each lcore owning its own queue, connections and share of -n "
                                               "(-q at least N). --loopback: not with --fabric, --capture or --raw. "
                                               "--server/--client: a thread per lcore, each driving queue k of the "
-                                              "port with its own connection manager (net_memif or net_ring, whose "
-                                              "queue k reaches the peer's queue k; give both ends the same N); "
+                                              "port with its own connection manager (give both ends the same N; "
+                                              "where the PMD does not pair queues, lanes hand frames on); "
                                               "not with --by-hand, --oob, --test lat or planes")
       ("planes", po::value<std::uint16_t>(), "--loopback: planes, 1..8 (default 1): a net_ring pair per plane, each "
                                               "host with a port on every one, connections spread over all "

@@ -6,7 +6,7 @@
 #include <metaroce/endpoint.hpp>
 
 #include <algorithm>
-#include <barrier>
+#include <mutex>
 #include <chrono>
 #include <atomic>
 #include <csignal>
@@ -33,19 +33,6 @@
 namespace metaroce::perf {
 
 namespace {
-
-// metaroce-perf's lanes keep each message size in step (a barrier, during
-// which a lane does not read its queue), so they need a driver that brings
-// each lane its own frames: no lane may wait on frames another lane holds.
-bool lanes_pair_queues(const std::vector<std::unique_ptr<metaroce::Endpoint>>& lanes, std::string& error) {
-  const std::string& driver = lanes.front()->driver();
-  if (driver == "net_memif" || driver == "net_ring") return true;
-  error = fmt::format("--lcores {} on {}: metaroce-perf's lanes keep each message size in step and need a driver "
-                      "whose transmit queue k is the peer's receive queue k (net_memif, net_ring); give one lcore "
-                      "here, or run metaroce-gen and metaroce-sink, whose lanes run on any driver",
-                      lanes.size(), driver);
-  return false;
-}
 
 constexpr std::uint64_t slot_budget_bytes = 64ull << 20;  // as the loopback
 constexpr std::uint64_t drain_limit_ns = 5'000'000'000;
@@ -821,13 +808,18 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   }
   std::vector<std::unique_ptr<metaroce::Endpoint>> lanes =
       metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
-  if (lanes.empty() || !lanes_pair_queues(lanes, run.error)) return run;
+  if (lanes.empty()) return run;
   if (progress != nullptr) std::fprintf(progress, " %u lcores, each driving queue k of the port\n", unsigned{o.lcores});
   ServerShared shared;
   std::vector<RunResult> results(lanes.size());
   std::vector<std::thread> threads;
+  std::atomic<unsigned> done{0};
   for (std::uint16_t k = 0; k < lanes.size(); ++k)
-    threads.emplace_back([&, k] { results[k] = serve(o, lanes[k], k == 0 ? progress : nullptr, k, &shared); });
+    threads.emplace_back([&, k] {
+      results[k] = serve(o, lanes[k], k == 0 ? progress : nullptr, k, &shared);
+      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, o.lcores);
+      else done.fetch_add(1);
+    });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another, once no thread turns them
   return merge_lanes(std::move(results), false);
@@ -1026,14 +1018,52 @@ bool open_connections(const PerfOptions& o, metaroce::Endpoint& e, const metaroc
   return false;
 }
 
+// A barrier whose waiters go on turning their endpoints: on a driver that
+// does not pair queues, lanes hand each other frames, so a lane that waits
+// must still read its queue for the others.
+class PollingBarrier {
+ public:
+  explicit PollingBarrier(unsigned lanes) : expected_(lanes) {}
+  // Returns once every lane still taking part has arrived.
+  void arrive_and_wait(metaroce::Endpoint& e) {
+    std::uint64_t generation = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      generation = generation_.load();
+      if (++arrived_ == expected_) {
+        release();
+        return;
+      }
+    }
+    while (generation_.load() == generation)
+      if (e.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  // This lane takes no further part; the others no longer wait for it.
+  void arrive_and_drop() {
+    const std::lock_guard lock(mutex_);
+    --expected_;
+    if (expected_ != 0 && arrived_ == expected_) release();
+  }
+
+ private:
+  void release() {  // under mutex_
+    arrived_ = 0;
+    generation_.fetch_add(1);
+  }
+  std::mutex mutex_;
+  unsigned expected_ = 0, arrived_ = 0;
+  std::atomic<std::uint64_t> generation_{0};
+};
+
 // The lanes of a client (--lcores N) keep each size in step: every lane
 // opens its connections, then all send; every lane finishes, then all
 // close. A lane that stops early leaves, so the others do not wait for it.
 struct LaneStep {
-  std::barrier<>* barrier = nullptr;
+  PollingBarrier* barrier = nullptr;
+  metaroce::Endpoint* endpoint = nullptr;
   bool left = false;
   void sync() {
-    if (barrier != nullptr && !left) barrier->arrive_and_wait();
+    if (barrier != nullptr && !left) barrier->arrive_and_wait(*endpoint);
   }
   void leave() {
     if (barrier == nullptr || left) return;
@@ -1360,11 +1390,12 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
     lanes.push_back(std::move(e));
   } else {
     lanes = metaroce::Endpoint::open_lanes(endpoint_config(o), o.lcores, run.error);
-    if (lanes.empty() || !lanes_pair_queues(lanes, run.error)) return run;
+    if (lanes.empty()) return run;
     if (progress != nullptr)
       std::fprintf(progress, " %u lcores, each driving queue k of the port with its share of -q and -n\n",
                    unsigned{o.lcores});
-    std::barrier<> barrier(o.lcores);
+    PollingBarrier barrier(o.lcores);
+    std::atomic<unsigned> done{0};
     std::vector<RunResult> results(lanes.size());
     std::vector<std::thread> threads;
     for (std::uint16_t k = 0; k < lanes.size(); ++k)
@@ -1373,8 +1404,9 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
         PerfOptions mine = o;
         mine.qps = o.qps / o.lcores + (k < o.qps % o.lcores ? 1u : 0u);
         mine.iterations = o.iterations / o.lcores + (k < o.iterations % o.lcores ? 1u : 0u);
-        LaneStep step{&barrier};
+        LaneStep step{&barrier, lanes[k].get()};
         results[k] = client_run(mine, *lanes[k], k == 0 ? progress : nullptr, k, step);
+        apps::turn_until_lanes_done(*lanes[k], done, o.lcores);
       });
     for (auto& t : threads) t.join();
     run = merge_lanes(std::move(results), true);

@@ -17,8 +17,11 @@
 # The ports are drivers-config's net_af_packet preset with 2 queue pairs
 # (its frame size fits 9000-byte frames; the PMD's default of 2048 bytes
 # would drop every larger frame it is given).
-# Usage: lcores_af_packet_test.sh GEN SINK DRIVERS-CONFIG-DIR
-GEN="$1" SINK="$2" PRESETS="$3"
+# Then metaroce-perf --server/--client --lcores 2 the same way (-q 4 of
+# 64 KiB WRITEs, -n 400, every byte verified): its lanes wait for each
+# other between sizes while still reading their queues.
+# Usage: lcores_af_packet_test.sh GEN SINK PERF DRIVERS-CONFIG-DIR
+GEN="$1" SINK="$2" PERF="$3" PRESETS="$4"
 if [ "$(id -u)" -ne 0 ]; then
   echo "1..0 # SKIP not root: network namespaces and veths need root (run tools/test as root)"
   exit 0
@@ -71,7 +74,7 @@ done
 
 sed 's/qpairs=1/qpairs=2/; s/^queues=1$/queues=2/' "$PRESETS/net_af_packet.ini" >"$WORK/af_packet2.ini"
 
-echo "1..13"
+echo "1..15"
 run_case() {  # NAME CONNECTIONS RUNS PER_LANE [GEN-ARGS...]
   local name="$1" conns="$2" runs="$3" per_lane="$4"
   shift 4
@@ -125,3 +128,27 @@ check "4 connections: both gen lanes learned the sink's MAC from the answers" \
 run_case "2 runs" 6 2 6 -n 50
 check "2 runs: the sink verified 300 messages on each lane" \
   "[ \"\$(q sink '[.lcores[].messages] == [300, 300]')\" = true ]"
+
+# metaroce-perf's lanes on the same ports.
+ip netns exec "$ns_s" timeout 120 "$PERF" --server --preset "$WORK/af_packet2.ini" --iface s0 --local-ip 10.96.0.2 \
+  --lcores 2 --idle-sleep-us 20 --json "$WORK/server.json" >"$WORK/sink.out" 2>&1 &
+SINK_PID=$!
+sleep 0.5
+ip netns exec "$ns_g" timeout 120 "$PERF" --client 10.96.0.2 --preset "$WORK/af_packet2.ini" --iface g0 \
+  --local-ip 10.96.0.1 --lcores 2 -q 4 -s 65536 -n 400 --verify --idle-sleep-us 20 --json "$WORK/client.json" \
+  >"$WORK/gen.out" 2>&1
+client_status=$?
+wait "$SINK_PID"
+server_status=$?
+SINK_PID=
+echo "# perf: client $(jq -c '[.lcores[] | [.connections, .messages, .data_packets]]' "$WORK/client.json" 2>/dev/null)"
+check "perf: both ends exit 0 (client $client_status, server $server_status), every byte of 400 messages verified" \
+  "[ $client_status = 0 ] && [ $server_status = 0 ] \
+   && [ \"\$(q client '.ok and .results[0].iterations == 400 and .results[0].missing_messages == 0
+                     and .results[0].wrong_messages == 0')\" = true ]"
+check "perf: 2 connections and 200 messages per client lane, 2 connections per server lane; frames handed on, none misdirected" \
+  "[ \"\$(q client '[.lcores[] | [.connections, .messages]] == [[2, 200], [2, 200]]')\" = true ] \
+   && [ \"\$(q server '[.lcores[].connections] == [2, 2]')\" = true ] \
+   && [ \"\$(q server .host_b.rx_handed_off)\" -gt 0 ] \
+   && [ \"\$(q client '.host_a.rx_misdirected + .host_a.rx_handoff_ring_full')\" = 0 ] \
+   && [ \"\$(q server '.host_b.rx_misdirected + .host_b.rx_handoff_ring_full')\" = 0 ]"
