@@ -30,13 +30,11 @@ MR_FABRIC_LCORES="(0-3)@(0-1)"
 trap 'mr_cleanup; rm -rf "$MR_WORK"' EXIT
 trap 'exit 1' INT TERM
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in gen sink fabric; do [ -f "$MR_WORK/$f.out" ] && tail -8 "$MR_WORK/$f.out" | sed "s|^|# $f: |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { mr_q "$@"; }
 
 echo "1..22"

@@ -26,13 +26,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in gen sink; do [ -f "$WORK/$f.out" ] && tail -6 "$WORK/$f.out" | sed "s|^|# $f: |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { jq -r "$2" "$WORK/$1.json" 2>/dev/null; }
 
 eal() {  # NAME ROLE MAC

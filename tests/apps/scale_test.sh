@@ -13,11 +13,11 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
+  sed 's/^/# /' "$work/out" | tail -20
+}
 
 echo "1..7"
 

@@ -33,13 +33,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in "$MR_WORK"/*.out; do [ -f "$f" ] && tail -5 "$f" | sed "s|^|# $(basename "$f" .out): |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { mr_q "$@"; }
 
 GENS=3

@@ -50,14 +50,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); failed=1; echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in "$work"/*.out; do [ -f "$f" ] && tail -12 "$f" | sed "s|^|# $(basename "$f"): |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 # await_server: the server's exit status into $server_status, once it has
 # exited (killed if it has not 10 s on).
 await_server() {

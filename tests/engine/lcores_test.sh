@@ -8,11 +8,11 @@
 perf="$1"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
+  sed 's/^/# /' "$work/out" | tail -20
+}
 
 echo "1..12"
 "$perf" --loopback --lcores 2 -q 8 -s 65536 -n 4000 --verify --idle-sleep-us 20 --json "$work/l.json" >"$work/out" 2>&1

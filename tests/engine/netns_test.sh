@@ -44,14 +44,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); failed=1; echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in "$work"/client.out "$work"/server.out; do [ -f "$f" ] && tail -15 "$f" | sed "s|^|# $(basename "$f"): |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
 # Topology: [ns_c: c0] <-> [r0 ns_r r1] <-> [s0: ns_s]
 #             10.77.1.2    10.77.1.1  10.77.2.1    10.77.2.2

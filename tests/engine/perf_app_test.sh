@@ -7,11 +7,11 @@ perf="$1"
 decode="$2"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -20; }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
+  sed 's/^/# /' "$work/out" | tail -20
+}
 
 echo "1..45"
 "$perf" --loopback -s 65536 -n 2000 --verify >"$work/out" 2>&1

@@ -9,11 +9,11 @@ perf="$1"
 decode="$2"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' "$work/out" | tail -25; }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
+  sed 's/^/# /' "$work/out" | tail -25
+}
 
 echo "1..13"
 # The acceptance run: plane 1 drops everything, both ways, from 500 ms for 1 s.

@@ -21,13 +21,11 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in client server; do [ -f "$work/$f.out" ] && tail -8 "$work/$f.out" | sed "s|^|# $f: |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 q() { jq -r "$2" "$work/$1.json" 2>/dev/null; }
 
 echo "1..11"

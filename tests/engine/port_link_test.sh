@@ -27,11 +27,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; tail -15 "$work/out" | sed 's/^/# /'; }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
+  tail -15 "$work/out" | sed 's/^/# /'
+}
 
 ip netns add "$ns" || exit 1
 ip -n "$ns" link add lk0 type veth peer name lk1 || exit 1

@@ -29,14 +29,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); failed=1; echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in "$work"/*.out; do [ -f "$f" ] && tail -12 "$f" | sed "s|^|# $(basename "$f"): |"; done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 # SECONDS OUT COMMAND...: runs it, killed after SECONDS; its exit status in $status.
 run_bounded() {
   local seconds="$1" out="$2"; shift 2

@@ -52,15 +52,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-  n=$((n + 1)); echo "not ok $n - $1"
+# shellcheck source=../tap.sh
+. "$(dirname "$0")/../tap.sh"
+tap_on_failure() {
   for f in "$work"/client.out "$work"/server.out "$work"/attack.out; do
     [ -f "$f" ] && tail -15 "$f" | sed "s|^|# $(basename "$f"): |"
   done
 }
-check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
 set -e
 for ns in "$ns_c" "$ns_r" "$ns_s"; do ip netns add "$ns"; done
