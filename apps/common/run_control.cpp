@@ -59,10 +59,11 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
   }
 }
 
-void turn_until_lanes_done(metaroce::Endpoint& endpoint, std::atomic<unsigned>& done, unsigned lanes) {
+void turn_until_lanes_done(metaroce::Endpoint* endpoint, std::atomic<unsigned>& done, unsigned lanes) {
   done.fetch_add(1);
+  if (endpoint == nullptr) return;
   while (done.load() < lanes)
-    if (endpoint.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (endpoint->poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 void add_lanes_json(JsonLine& j, const char* side, const std::vector<LaneResult>& lanes) {

@@ -42,8 +42,9 @@ void add_counters_json(JsonLine& j, const metaroce::CounterGroup& connections,
 // owns it: every lane must go on reading its queue until the last one is
 // done, or a lane that stopped would strand the frames for the others that
 // land there (a DREP, an ACK). Counts this lane done, then turns `endpoint`
-// (sleeping 20 us after a turn with nothing to do) until `lanes` are.
-void turn_until_lanes_done(metaroce::Endpoint& endpoint, std::atomic<unsigned>& done, unsigned lanes);
+// (sleeping 20 us after a turn with nothing to do) until `lanes` are; a
+// lane whose endpoint is gone (nullptr) only counts itself done.
+void turn_until_lanes_done(metaroce::Endpoint* endpoint, std::atomic<unsigned>& done, unsigned lanes);
 
 // One lane's (--lcores: a queue, host and connection manager per lcore)
 // share of a metaroce-gen or metaroce-sink run.

@@ -679,8 +679,7 @@ GenResult run_gen(const GenOptions& options, std::FILE* progress) {
       Generator g(options, k == 0 ? progress : nullptr, k, options.lcores, all.run, std::move(lanes[k]));
       results[k] = g.run();
       lanes[k] = g.take_endpoint();
-      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, options.lcores);
-      else done.fetch_add(1);
+      apps::turn_until_lanes_done(lanes[k].get(), done, options.lcores);
     });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another

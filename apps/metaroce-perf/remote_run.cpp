@@ -817,8 +817,7 @@ RunResult run_server(const PerfOptions& o, std::FILE* progress) {
   for (std::uint16_t k = 0; k < lanes.size(); ++k)
     threads.emplace_back([&, k] {
       results[k] = serve(o, lanes[k], k == 0 ? progress : nullptr, k, &shared);
-      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, o.lcores);
-      else done.fetch_add(1);
+      apps::turn_until_lanes_done(lanes[k].get(), done, o.lcores);
     });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another, once no thread turns them
@@ -1406,7 +1405,7 @@ RunResult run_client(const PerfOptions& o, std::FILE* progress) {
         mine.iterations = o.iterations / o.lcores + (k < o.iterations % o.lcores ? 1u : 0u);
         LaneStep step{&barrier, lanes[k].get()};
         results[k] = client_run(mine, *lanes[k], k == 0 ? progress : nullptr, k, step);
-        apps::turn_until_lanes_done(*lanes[k], done, o.lcores);
+        apps::turn_until_lanes_done(lanes[k].get(), done, o.lcores);
       });
     for (auto& t : threads) t.join();
     run = merge_lanes(std::move(results), true);

@@ -409,8 +409,7 @@ SinkResult run_sink(const SinkOptions& options, std::FILE* progress) {
       Sink s(options, k == 0 ? progress : nullptr, k, options.lcores, &runs, std::move(lanes[k]));
       results[k] = s.run();
       lanes[k] = s.take_endpoint();
-      if (lanes[k]) apps::turn_until_lanes_done(*lanes[k], done, options.lcores);
-      else done.fetch_add(1);
+      apps::turn_until_lanes_done(lanes[k].get(), done, options.lcores);
     });
   for (auto& t : threads) t.join();
   for (auto& lane : lanes) lane.reset();  // one after another
