@@ -174,3 +174,23 @@ mr_accounting() {
   mr_line "per connection, the sink's messages and bytes are the gen's" \
     "[ -n '$per_gen' ] && [ '$per_gen' = '$per_sink' ]" "gen $per_gen, sink $per_sink"
 }
+
+# What a TAP test of the three processes starts with: without jq it skips
+# (exit 0); it makes MR_WORK, removes everything at exit, gives the TAP
+# lines (tests/tap.sh) with the processes' last output lines after a failed
+# check, and q FILE FILTER (mr_q).
+mr_tap_test() {
+  if ! command -v jq >/dev/null; then
+    echo "1..0 # SKIP 'jq' is missing: run tools/setup (it installs jq)"
+    exit 0
+  fi
+  MR_WORK=$(mktemp -d)
+  trap 'mr_cleanup; rm -rf "$MR_WORK"' EXIT
+  trap 'exit 1' INT TERM
+  # shellcheck source=../tap.sh
+  . "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
+  tap_on_failure() {
+    for f in gen sink fabric; do [ -f "$MR_WORK/$f.out" ] && tail -8 "$MR_WORK/$f.out" | sed "s|^|# $f: |"; done
+  }
+  q() { mr_q "$@"; }
+}

@@ -18,23 +18,10 @@
 # non-data frames (probes, CM). Then option errors: one line, exit 2.
 # Prints TAP. Usage: gen_sink_test.sh GEN SINK FABRIC
 MR_GEN="$1" MR_SINK="$2" MR_FABRIC="$3"
-if ! command -v jq >/dev/null; then
-  echo "1..0 # SKIP 'jq' is missing: run tools/setup (it installs jq)"
-  exit 0
-fi
-MR_WORK=$(mktemp -d)
 MR_TIMEOUT=120
 # shellcheck source=gen_fabric_sink.sh
 . "$(dirname "$0")/gen_fabric_sink.sh"
-trap 'mr_cleanup; rm -rf "$MR_WORK"' EXIT
-trap 'exit 1' INT TERM
-
-# shellcheck source=../tap.sh
-. "$(dirname "$0")/../tap.sh"
-tap_on_failure() {
-  for f in gen sink fabric; do [ -f "$MR_WORK/$f.out" ] && tail -8 "$MR_WORK/$f.out" | sed "s|^|# $f: |"; done
-}
-q() { mr_q "$@"; }
+mr_tap_test
 
 echo "1..52"
 run_case() {  # NAME A_TO_B B_TO_A [GEN-ARGS...]
