@@ -9,6 +9,9 @@
 // (Barrett), following the method of Gopal et al., "Fast CRC Computation for
 // Generic Polynomials Using PCLMULQDQ Instruction" (Intel, 2009).
 //
+// Long inputs fold 32 bytes per VPCLMULQDQ where the CPU has it with AVX2
+// (eight lanes, 128 bytes a step), which ISA-L does only with AVX-512.
+//
 // Chosen at run time: machines without PCLMULQDQ and AVX get the byte
 // table. AVX only for the VEX encoding of the same 128-bit instructions:
 // legacy SSE code runs at half speed here (AMD EPYC, family 26) after
@@ -35,6 +38,11 @@ namespace metaroce::wire {
 
 // Whether crc32_fold uses PCLMULQDQ on this machine.
 [[nodiscard]] bool crc32_fold_uses_pclmul() noexcept;
+// Whether crc32_fold folds inputs over 512 bytes 32 bytes per VPCLMULQDQ
+// (AVX2 with VPCLMULQDQ) rather than 16 per PCLMULQDQ.
+[[nodiscard]] bool crc32_fold_long_is_ymm() noexcept;
+// crc32_fold without the 32-byte fold (tests compare both on every length).
+[[nodiscard]] std::uint32_t crc32_fold_narrow(std::uint32_t crc, const std::uint8_t* p, std::size_t len) noexcept;
 
 // What to do to the bytes near the start of an input before they are CRCed:
 // the byte at offset o (-before <= o < reach) counts as

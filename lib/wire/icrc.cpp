@@ -100,6 +100,19 @@ bool four_in_place(const ByteSpan* f, std::uint32_t* out) noexcept {
   return true;
 }
 
+// A long span: ISA-L where the CPU has AVX-512 (its 64-byte VPCLMULQDQ
+// kernel); our 32-byte VPCLMULQDQ fold where the CPU has VPCLMULQDQ
+// without AVX-512 (AMD Zen 3, say), on which ISA-L's widest kernel folds
+// 16 bytes per PCLMULQDQ, at a third of the speed (doc/BENCHMARKS.md).
+bool long_by_fold() noexcept {
+  static const bool yes = crc32_fold_long_is_ymm() && !crc32_fold_front_is_wide();
+  return yes;
+}
+
+std::uint32_t crc_long(std::uint32_t crc, const std::uint8_t* p, std::size_t len) noexcept {
+  return long_by_fold() ? crc32_fold(crc, p, len) : crc32_gzip_refl(crc, p, len);
+}
+
 }  // namespace
 
 void compute_icrcs(std::span<const ByteSpan> frames, std::uint32_t* out) noexcept {
@@ -115,7 +128,7 @@ void compute_icrcs(std::span<const ByteSpan> frames, std::uint32_t* out) noexcep
 }
 
 std::uint32_t crc32_update(std::uint32_t crc, ByteSpan bytes) noexcept {
-  return crc32_gzip_refl(crc, bytes.data(), bytes.size());
+  return crc_long(crc, bytes.data(), bytes.size());
 }
 
 std::uint32_t compute_icrc(std::span<const ByteSpan> pieces) noexcept {
@@ -179,14 +192,14 @@ std::uint32_t detail::compute_icrc_gathered(std::span<const ByteSpan> pieces) no
   mask_variant_fields(gathered_at, ip_len, ipv6);
 
   // Short inputs fold with PCLMULQDQ here (crc_fold.hpp); long payloads go
-  // to ISA-L, whose wide kernels win from a few hundred bytes on.
+  // to the widest kernel the CPU has (crc_long).
   const std::size_t zeros = (16 - (lrh_filler_size + gather) % 16) % 16;
   std::uint32_t crc =
       ~crc32_fold_register(0, scratch.data() + 16 - zeros, zeros + lrh_filler_size + gather);
   for (; piece < pieces.size(); ++piece) {
     const ByteSpan p = pieces[piece].subspan(offset_in_piece);
     offset_in_piece = 0;
-    if (!p.empty()) crc = crc32_gzip_refl(crc, p.data(), p.size());
+    if (!p.empty()) crc = crc_long(crc, p.data(), p.size());
   }
   return crc;
 }
@@ -194,6 +207,7 @@ std::uint32_t detail::compute_icrc_gathered(std::span<const ByteSpan> pieces) no
 const char* crc_implementation() noexcept {
   // ISA-L dispatches at run time to the widest folding kernel the CPU has
   // (PCLMULQDQ, or VPCLMULQDQ with AVX-512).
+  if (long_by_fold()) return "vpclmulqdq 256-bit fold over 512 bytes + pclmul fold up to 512 bytes";
   return crc32_fold_uses_pclmul() ? "isa-l crc32_gzip_refl (multibinary dispatch) + pclmul fold up to 512 bytes"
                                   : "isa-l crc32_gzip_refl (multibinary dispatch) + byte table up to 512 bytes";
 }

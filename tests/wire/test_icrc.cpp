@@ -1,5 +1,6 @@
 // ICRC: a known answer made by scapy, chaining over pieces, and exactly the
 // variant fields masked.
+#include <isa-l/crc.h>
 #include <sys/mman.h>
 
 #include <array>
@@ -181,11 +182,13 @@ TEST(Icrc, TooShortInputGivesZero) {
 
 }  // namespace
 
-// The folding CRC of short frames against ISA-L on every length from 0 to
-// 1100 bytes (one and four lanes, every tail), at every alignment mod 16,
-// chained from arbitrary seeds; and the byte-table path the same.
+// The folding CRC against ISA-L and the byte table on every length from 0
+// to 2,200 bytes (the short fold, four 16-byte lanes, eight lanes of the
+// 32-byte fold where the CPU has it, and every tail of each), at every
+// alignment mod 16, chained from arbitrary seeds; the byte table and the
+// 16-byte fold alone the same.
 TEST(Icrc, FoldingCrcMatchesIsaLOnEveryLength) {
-  std::vector<std::uint8_t> bytes(1100 + 16);
+  std::vector<std::uint8_t> bytes(2200 + 16);
   std::uint32_t x = 0x9e3779b9u;
   for (auto& b : bytes) {
     x = x * 1664525u + 1013904223u;
@@ -193,22 +196,28 @@ TEST(Icrc, FoldingCrcMatchesIsaLOnEveryLength) {
   }
   const std::array<std::uint32_t, 3> seeds = {0u, 0xffffffffu, 0x1234abcdu};
   std::size_t mismatches = 0;
-  for (std::size_t len = 0; len <= 1100; ++len) {
+  std::size_t checked = 0;
+  for (std::size_t len = 0; len <= 2200; ++len) {
     const std::size_t align = len % 16;
     const ByteSpan s(bytes.data() + align, len);
     for (const std::uint32_t seed : seeds) {
-      const std::uint32_t want = crc32_update(seed, s);
-      if (crc32_fold(seed, s.data(), s.size()) != want) ++mismatches;
-      if (crc32_bytewise(seed, s.data(), s.size()) != want) ++mismatches;
+      const std::uint32_t want = crc32_gzip_refl(seed, s.data(), s.size());
+      mismatches += crc32_fold(seed, s.data(), s.size()) != want ? 1 : 0;
+      mismatches += crc32_fold_narrow(seed, s.data(), s.size()) != want ? 1 : 0;
+      mismatches += crc32_bytewise(seed, s.data(), s.size()) != want ? 1 : 0;
+      mismatches += crc32_update(seed, s) != want ? 1 : 0;
+      checked += 4;
     }
   }
+  EXPECT_EQ(checked, 2201u * 3 * 4);
   EXPECT_EQ(mismatches, 0u);
   const std::array<std::uint8_t, 9> digits = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
   EXPECT_EQ(crc32_fold(0, digits.data(), digits.size()), 0xCBF43926u);
   // A long input in two pieces chains through the seed like zlib's crc32.
   const std::uint32_t first = crc32_fold(0, bytes.data(), 100);
-  EXPECT_EQ(crc32_fold(first, bytes.data() + 100, 1000), crc32_update(0, ByteSpan(bytes.data(), 1100)));
+  EXPECT_EQ(crc32_fold(first, bytes.data() + 100, 2000), crc32_gzip_refl(0, bytes.data(), 2100));
   RecordProperty("pclmul", crc32_fold_uses_pclmul() ? "yes" : "no");
+  RecordProperty("ymm", crc32_fold_long_is_ymm() ? "yes" : "no");
 }
 
 // The ICRC against a reference written from the spec alone (filler, masked
