@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace metaroce::sim {
@@ -87,6 +88,67 @@ class JobTracker {
   std::vector<std::uint32_t> frontier_;            // per host: first step it still takes part in
   std::size_t finished_ = 0;
 };
+
+// A flow-size distribution given as points of its CDF: sizes in bytes,
+// ascending, each with the probability that a flow is at most that size;
+// the last probability is 1. Between two points the CDF is linear (sizes
+// are drawn by inverting it), so a step in probability at one size is a
+// point mass there, as in the CDF files of the HPCC and pFabric simulators.
+class FlowSizeCdf {
+ public:
+  struct Point {
+    double bytes = 0;
+    double probability = 0;
+  };
+  FlowSizeCdf() = default;
+  // Throws std::invalid_argument, naming the first bad point: fewer than
+  // two, sizes that fall, probabilities that fall or leave [0, 1], a last
+  // probability other than 1, a size below 1 byte where the probability
+  // is above 0.
+  explicit FlowSizeCdf(std::vector<Point> points);
+  // The text of a CDF file: one point per line, "SIZE PROBABILITY" (more
+  // columns are ignored); blank lines and lines from '#' on are skipped.
+  // PROBABILITY is in [0, 1], or in percent when the last one is 100.
+  // SIZE is in bytes, or in units of `unit_bytes` (the pFabric files count
+  // 1460-byte packets). Errors name `source` and the line.
+  static FlowSizeCdf parse(std::string_view text, const std::string& source, double unit_bytes = 1);
+  // The file at `path`, as parse(); a file that cannot be read throws too.
+  static FlowSizeCdf load(const std::string& path, double unit_bytes = 1);
+
+  // The size whose CDF is u (0 <= u < 1), at least 1 byte.
+  [[nodiscard]] std::uint64_t sample(double u) const noexcept;
+  // The mean of the distribution (bytes).
+  [[nodiscard]] double mean() const noexcept;
+  [[nodiscard]] const std::vector<Point>& points() const noexcept { return points_; }
+  [[nodiscard]] bool empty() const noexcept { return points_.empty(); }
+
+ private:
+  std::vector<Point> points_;
+};
+
+// One flow of a background load: `bytes` from `src` to `dst`, starting at
+// `start_ns`.
+struct BackgroundFlow {
+  std::uint32_t src = 0;
+  std::uint32_t dst = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t start_ns = 0;
+};
+
+// A background load of random flows, as the HPCC and pFabric simulators
+// make it: every host of `hosts` starts flows at Poisson arrivals whose
+// rate makes it offer `load` of `rate_bps` (load * rate / (8 * mean size)
+// flows per second), each to a host drawn uniformly from the others, with a
+// size drawn from `sizes`, from time 0 until `duration_ns`. Sorted by start
+// time (then source). Deterministic for a seed (mt19937_64, its draws turned
+// into uniforms and exponentials here, not by the standard library's
+// distributions, whose output differs between libraries). Throws
+// std::invalid_argument for fewer than 2 hosts, an empty distribution, or
+// a load outside (0, 1].
+[[nodiscard]] std::vector<BackgroundFlow> background_flows(std::span<const std::uint32_t> hosts,
+                                                           const FlowSizeCdf& sizes, double load,
+                                                           std::uint64_t rate_bps, std::uint64_t duration_ns,
+                                                           std::uint64_t seed);
 
 // Flow-completion-time slowdown of each transfer: its FCT over the ideal,
 // bytes at `rate_bps` plus `base_rtt_ns`. Percentile p (0..100) of a sample,

@@ -3,7 +3,10 @@
 // transfer it takes part in.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "sim/workload.hpp"
@@ -96,6 +99,92 @@ TEST(Workload, RejectsTransfersOutsideTheHosts) {
   EXPECT_THROW(JobTracker(job, 3), std::invalid_argument);
   job.steps = {{{1, 1, 1}}};
   EXPECT_THROW(JobTracker(job, 3), std::invalid_argument);
+}
+
+// A CDF file: comments, blank lines, extra columns, percent, units.
+TEST(FlowSizeCdf, ParsesFilesInBytesOrPacketsAndPercent) {
+  const FlowSizeCdf bytes = FlowSizeCdf::parse("# size cdf\n\n100 0\n100 0.5 x\n1100 1 # tail\n", "t");
+  ASSERT_EQ(bytes.points().size(), 3u);
+  EXPECT_EQ(bytes.points()[2].bytes, 1100.0);
+  EXPECT_EQ(bytes.points()[1].probability, 0.5);
+  const FlowSizeCdf packets = FlowSizeCdf::parse("1 0\n1 50\n2 100\n", "p", 1460);
+  EXPECT_EQ(packets.points()[0].bytes, 1460.0);
+  EXPECT_EQ(packets.points()[2].bytes, 2920.0);
+  EXPECT_EQ(packets.points()[1].probability, 0.5);
+  EXPECT_EQ(packets.points()[2].probability, 1.0);
+}
+
+// Each bad file names its source, the line and what to fix.
+TEST(FlowSizeCdf, RejectsBadFilesNamingTheLine) {
+  const auto error = [](const std::string& text) {
+    try {
+      (void)FlowSizeCdf::parse(text, "f.cdf");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("100 0\n200 x\n"), "f.cdf:2: probability 'x' is not a number");
+  EXPECT_EQ(error("100 0\n200\n"), "f.cdf:2: want SIZE PROBABILITY, found only '200'");
+  EXPECT_EQ(error("100 1\n"), "f.cdf: flow-size CDF: needs at least 2 points, has 1");
+  EXPECT_EQ(error("200 0\n100 1\n"), "f.cdf: flow-size CDF: point 2: sizes must not fall");
+  EXPECT_EQ(error("100 0.6\n200 0.5\n300 1\n"), "f.cdf: flow-size CDF: point 2: probabilities must not fall");
+  EXPECT_EQ(error("100 0\n200 0.9\n"), "f.cdf: flow-size CDF: point 2: the last probability must be 1");
+  EXPECT_EQ(error("100 0\n200 1.5\n"), "f.cdf: flow-size CDF: point 2: probability 1.5 outside [0, 1]");
+  EXPECT_EQ(error("0 0.5\n200 1\n"), "f.cdf: flow-size CDF: point 1: a size below 1 byte with probability above 0");
+  EXPECT_THROW((void)FlowSizeCdf::load("/nonexistent/f.cdf"), std::invalid_argument);
+}
+
+// Inverting the CDF: a step is a point mass, a slope is linear.
+TEST(FlowSizeCdf, SamplesByInversionAndKnowsItsMean) {
+  const FlowSizeCdf cdf({{100, 0}, {100, 0.5}, {1100, 1}});
+  EXPECT_EQ(cdf.sample(0.0), 100u);
+  EXPECT_EQ(cdf.sample(0.25), 100u);
+  EXPECT_EQ(cdf.sample(0.5), 100u);
+  EXPECT_EQ(cdf.sample(0.75), 600u);
+  EXPECT_EQ(cdf.sample(0.999999), 1100u);
+  // Half the flows at 100 bytes, half uniform on [100, 1100]: 0.5 * 100 + 0.5 * 600.
+  EXPECT_DOUBLE_EQ(cdf.mean(), 350.0);
+}
+
+// Poisson arrivals per host at the load asked for, destinations among the
+// others, sorted, within the duration, the same for the same seed.
+TEST(BackgroundFlows, OfferTheLoadToOtherHostsDeterministically) {
+  const FlowSizeCdf cdf({{1000, 0}, {1000, 0.5}, {3000, 1}});  // mean 1500 bytes
+  const std::vector<std::uint32_t> hosts = {3, 5, 7, 9};
+  constexpr std::uint64_t rate = 100'000'000'000, duration = 10'000'000;  // 10 ms
+  const std::vector<BackgroundFlow> flows = background_flows(hosts, cdf, 0.5, rate, duration, 42);
+  // 0.5 * 100 Gb/s over 10 ms is 62.5 MB per host: 41,667 flows of 1,500 bytes on average.
+  std::map<std::uint32_t, std::uint64_t> offered;
+  std::set<std::uint32_t> destinations;
+  std::uint64_t last = 0;
+  for (const BackgroundFlow& f : flows) {
+    EXPECT_NE(f.src, f.dst);
+    EXPECT_GE(f.start_ns, last);
+    EXPECT_LT(f.start_ns, duration);
+    EXPECT_GE(f.bytes, 1000u);
+    EXPECT_LE(f.bytes, 3000u);
+    last = f.start_ns;
+    offered[f.src] += f.bytes;
+    destinations.insert(f.dst);
+  }
+  EXPECT_EQ(destinations, (std::set<std::uint32_t>{3, 5, 7, 9}));
+  ASSERT_EQ(offered.size(), 4u);
+  for (const auto& [host, bytes] : offered) {
+    SCOPED_TRACE(host);
+    EXPECT_GT(bytes, 61'000'000u);  // within 2.5% of 62.5 MB (about 5 standard deviations)
+    EXPECT_LT(bytes, 64'000'000u);
+  }
+  const std::vector<BackgroundFlow> again = background_flows(hosts, cdf, 0.5, rate, duration, 42);
+  ASSERT_EQ(again.size(), flows.size());
+  EXPECT_EQ(again.back().start_ns, flows.back().start_ns);
+  EXPECT_EQ(again.back().bytes, flows.back().bytes);
+  EXPECT_NE(background_flows(hosts, cdf, 0.5, rate, duration, 43).size(), flows.size());
+  EXPECT_THROW((void)background_flows(std::vector<std::uint32_t>{1}, cdf, 0.5, rate, duration, 1),
+               std::invalid_argument);
+  EXPECT_THROW((void)background_flows(hosts, cdf, 0.0, rate, duration, 1), std::invalid_argument);
+  EXPECT_THROW((void)background_flows(hosts, cdf, 1.5, rate, duration, 1), std::invalid_argument);
+  EXPECT_THROW((void)background_flows(hosts, FlowSizeCdf{}, 0.5, rate, duration, 1), std::invalid_argument);
 }
 
 }  // namespace
