@@ -1,6 +1,7 @@
 #include "study.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -46,6 +47,33 @@ struct Pair {
   transport::Connection* at_second = nullptr;
   [[nodiscard]] transport::Connection* sender(std::uint32_t src) const { return src == first ? at_first : at_second; }
 };
+
+}  // namespace
+
+sim::FlowSizeCdf flow_sizes(const std::string& name) {
+  if (name.find('/') != std::string::npos || name.find('.') != std::string::npos) return sim::FlowSizeCdf::load(name);
+  if (name != "web-search" && name != "data-mining")
+    throw std::invalid_argument("study: no flow-size distribution named '" + name +
+                                "': use web-search, data-mining or the path of a CDF file");
+  return sim::FlowSizeCdf::load(std::string(METAROCE_FLOW_SIZES_DIR) + "/" + name + ".cdf");
+}
+
+namespace {
+
+// Links between two hosts: 2 under one leaf (edge switch), 4 across the
+// spines (within a fat-tree pod), 6 through a fat-tree's core.
+std::uint64_t hops_between(const StudySpec& spec, std::uint32_t a, std::uint32_t b) {
+  if (spec.topology == Topology::leaf_spine) {
+    const std::uint32_t per_leaf = spec.leaf_spine.hosts_per_leaf;
+    return a / per_leaf == b / per_leaf ? 2 : 4;
+  }
+  const std::uint32_t k = spec.fat_tree.k;
+  const std::uint32_t per_edge = k / 2, per_pod = k * k / 4;
+  if (a / per_edge == b / per_edge) return 2;
+  return a / per_pod == b / per_pod ? 4 : 6;
+}
+
+constexpr std::uint64_t background_tag = std::uint64_t{1} << 63;  // in a background flow's wr_id
 
 }  // namespace
 
@@ -119,12 +147,21 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
 
   // One buffer each side for every transfer: WRITEs of all peers land on
   // the same bytes (the bytes placed are counted, not compared).
-  const sim::CollectiveJob job = spec.job(host_count);
+  const sim::CollectiveJob job = spec.job ? spec.job(host_count) : sim::CollectiveJob{};
   sim::JobTracker tracker(job, host_count);
+  std::vector<sim::BackgroundFlow> background;
+  if (spec.background.load > 0) {
+    std::vector<std::uint32_t> all(host_count);
+    for (std::uint32_t i = 0; i < host_count; ++i) all[i] = i;
+    background = sim::background_flows(all, spec.background.sizes, spec.background.load, spec.host_rate_bps,
+                                       spec.background.duration_ns, spec.seed);
+  }
+  std::vector<std::uint64_t> background_end(background.size(), 0);
   std::uint64_t largest = 1;
   for (const auto& step : job.steps) {
     for (const sim::Transfer& t : step) largest = std::max(largest, t.bytes);
   }
+  for (const sim::BackgroundFlow& f : background) largest = std::max(largest, f.bytes);
   std::vector<std::uint8_t> src(largest, 0x5a), dst(largest);
   std::vector<std::uint32_t> lkeys(host_count), rkeys(host_count);
   for (std::uint32_t i = 0; i < host_count; ++i) {
@@ -189,6 +226,28 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
     tracker.start(id, net.now());
     net.wake(t.src);
   };
+  auto post_background = [&](std::size_t i) {
+    const sim::BackgroundFlow& f = background[i];
+    transport::SendRequest r;
+    r.wr_id = background_tag | i;
+    r.op = transport::SendOp::write;
+    r.local_addr = src.data();
+    r.length = f.bytes;
+    r.lkey = lkeys[f.src];
+    r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+    r.rkey = rkeys[f.dst];
+    if (pair_of(f.src, f.dst).sender(f.src)->post_send(r) != transport::PostResult::ok)
+      throw std::runtime_error("study: a connection refused a background WRITE of " + std::to_string(f.bytes) +
+                               " bytes");
+    net.wake(f.src);
+  };
+  std::size_t background_posted = 0, background_done = 0;
+  // The flows due by now (their start times are virtual: posted when the
+  // run reaches them).
+  auto post_due = [&] {
+    while (background_posted < background.size() && background[background_posted].start_ns <= net.now())
+      post_background(background_posted++);
+  };
   std::vector<std::size_t> ready;
   tracker.initial(ready);
   for (std::size_t id : ready) post(id);
@@ -203,6 +262,11 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
           ++failed_completions;
           continue;
         }
+        if ((c.wr_id & background_tag) != 0) {
+          background_end[c.wr_id & ~background_tag] = net.now();
+          ++background_done;
+          continue;
+        }
         released.clear();
         tracker.finish(c.wr_id, net.now(), released);
         for (std::size_t id : released) post(id);
@@ -213,22 +277,40 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   std::uint64_t checks = 0;
   bool out_of_time = false;
   auto last_report = std::chrono::steady_clock::now();
-  result.completed = net.run_until(
-      [&] {
-        if (tracker.done()) return true;
-        if ((++checks & 0xffff) != 0 || (spec.wall_limit_s <= 0 && !spec.progress)) return false;
-        const auto now = std::chrono::steady_clock::now();
-        if (spec.progress && now - last_report > std::chrono::seconds(10)) {
-          last_report = now;
-          std::fprintf(stderr, "study %s: %.1f s, virtual %.3f ms, transfers %zu/%zu, events %llu\n", spec.name.c_str(),
-                       std::chrono::duration<double>(now - wall_start).count(), static_cast<double>(net.now()) / 1e6,
-                       tracker.finished(), tracker.transfer_count(),
-                       static_cast<unsigned long long>(net.counters().events));
-        }
-        out_of_time = spec.wall_limit_s > 0 && std::chrono::duration<double>(now - wall_start).count() > spec.wall_limit_s;
-        return out_of_time;
-      },
-      spec.time_limit_ns);
+  const auto done = [&] {
+    if (tracker.done() && background_done == background.size()) return true;
+    if ((++checks & 0xffff) != 0 || (spec.wall_limit_s <= 0 && !spec.progress)) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (spec.progress && now - last_report > std::chrono::seconds(10)) {
+      last_report = now;
+      std::fprintf(stderr, "study %s: %.1f s, virtual %.3f ms, transfers %zu/%zu, background %zu/%zu, events %llu\n",
+                   spec.name.c_str(), std::chrono::duration<double>(now - wall_start).count(),
+                   static_cast<double>(net.now()) / 1e6, tracker.finished(), tracker.transfer_count(),
+                   background_done, background.size(), static_cast<unsigned long long>(net.counters().events));
+    }
+    out_of_time = spec.wall_limit_s > 0 && std::chrono::duration<double>(now - wall_start).count() > spec.wall_limit_s;
+    return out_of_time;
+  };
+  if (background.empty()) {
+    result.completed = net.run_until(done, spec.time_limit_ns);
+  } else {
+    // Instant by instant, stopping at each flow's start time to post it.
+    post_due();
+    for (;;) {
+      if (done()) {
+        result.completed = true;
+        break;
+      }
+      const std::uint64_t until = background_posted < background.size()
+                                      ? std::min(background[background_posted].start_ns, spec.time_limit_ns)
+                                      : spec.time_limit_ns;
+      if (!net.step(until)) {
+        if (until >= spec.time_limit_ns) break;  // nothing left before the limit
+        net.run_until(until);
+      }
+      post_due();
+    }
+  }
   if (out_of_time) result.completed = false;
   if (failed_completions != 0) result.completed = false;
   result.failed_completions = failed_completions;
@@ -249,6 +331,34 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   }
   result.p50_fct_slowdown = sim::percentile(slowdowns, 50);
   result.p99_fct_slowdown = sim::percentile(slowdowns, 99);
+  // The background flows, overall and by size.
+  result.background_flows = background.size();
+  result.background_done = background_done;
+  const std::array<std::uint64_t, 5> bounds = {10'000, 100'000, 1'000'000, 10'000'000, 0};
+  std::vector<std::vector<double>> by_bin(bounds.size());
+  std::vector<double> all_background;
+  result.background_bins.resize(bounds.size());
+  for (std::size_t b = 0; b < bounds.size(); ++b) result.background_bins[b].max_bytes = bounds[b];
+  for (std::size_t i = 0; i < background.size(); ++i) {
+    const sim::BackgroundFlow& f = background[i];
+    result.background_bytes += f.bytes;
+    std::size_t b = 0;
+    while (bounds[b] != 0 && f.bytes > bounds[b]) ++b;
+    ++result.background_bins[b].flows;
+    if (background_end[i] == 0) continue;
+    ++result.background_bins[b].done;
+    const double rtt = 2.0 * static_cast<double>(hops_between(spec, f.src, f.dst) * spec.link_delay_ns);
+    const double ideal = static_cast<double>(f.bytes) * 8e9 / static_cast<double>(spec.host_rate_bps) + rtt;
+    const double slowdown = static_cast<double>(background_end[i] - f.start_ns) / ideal;
+    by_bin[b].push_back(slowdown);
+    all_background.push_back(slowdown);
+  }
+  for (std::size_t b = 0; b < bounds.size(); ++b) {
+    result.background_bins[b].p50_slowdown = sim::percentile(by_bin[b], 50);
+    result.background_bins[b].p99_slowdown = sim::percentile(by_bin[b], 99);
+  }
+  result.background_p50_slowdown = sim::percentile(all_background, 50);
+  result.background_p99_slowdown = sim::percentile(all_background, 99);
   for (const auto& [key, pair] : pairs) {  // sums: the map's order does not matter
     for (const transport::Connection* end : {pair.at_first, pair.at_second}) {
       result.bytes_placed += end->counters().data_bytes_placed;
@@ -315,6 +425,27 @@ StudySpec link_failure(bool short_form) {
   // converge 200 us (short) or 1 ms later.
   s.failures.push_back(LinkFailure{0, 0, short_form ? 100'000u : 1'000'000u, short_form ? 200'000u : 1'000'000u, 0});
   return s;
+}
+
+StudySpec background_128(bool short_form) {
+  StudySpec s;
+  s.name = short_form ? "background-16" : "background-128";
+  s.topology = Topology::leaf_spine;
+  s.leaf_spine.leaves = short_form ? 4 : 8;
+  s.leaf_spine.spines = short_form ? 2 : 8;
+  s.leaf_spine.hosts_per_leaf = short_form ? 4 : 16;
+  s.leaf_spine.oversubscription = 1.0;
+  s.background.load = 0.5;
+  s.background.sizes_name = "web-search";
+  s.background.sizes = flow_sizes(s.background.sizes_name);
+  s.background.duration_ns = short_form ? 1'000'000 : 5'000'000;
+  s.time_limit_ns = 2'000'000'000;
+  return s;
+}
+
+std::vector<Variant> background_variants() {
+  return {Variant{"metaroce", "metaroce", false, 0.0, true}, Variant{"rocev2", "dcqcn", true, 0.0, false},
+          Variant{"rocev2", "dcqcn", false, 0.0, false}};
 }
 
 std::vector<Variant> link_failure_variants() {

@@ -37,6 +37,20 @@ struct LinkFailure {
   std::uint64_t repair_at_ns = 0;
 };
 
+// A background load of random flows over every host besides the job
+// (sim::background_flows): none while `load` is 0.
+struct Background {
+  double load = 0;                // of each host's link rate
+  sim::FlowSizeCdf sizes;
+  std::string sizes_name;         // the distribution's name or file
+  std::uint64_t duration_ns = 0;  // flows start from time 0 until then
+};
+
+// The CDF named `name`: a file of tests/study/flow-sizes (web-search,
+// data-mining), or a path to a CDF file (one with a '/' or a '.').
+// Throws std::invalid_argument saying what is known.
+[[nodiscard]] sim::FlowSizeCdf flow_sizes(const std::string& name);
+
 struct StudySpec {
   std::string name;
   Topology topology = Topology::leaf_spine;
@@ -60,8 +74,19 @@ struct StudySpec {
   double wall_limit_s = 0;                       // stop after this much real time (0: none): completed = false
   bool progress = false;                         // a line on stderr every 10 s of real time
   std::vector<LinkFailure> failures;  // leaf-spine only
-  // The job over hosts 0..n-1.
+  // The job over hosts 0..n-1 (none: no job, only the background).
   std::function<sim::CollectiveJob(std::uint32_t hosts)> job;
+  Background background;
+};
+
+// The background flows of one size class: flow-completion-time slowdowns
+// of those that finished (FCT over bytes at the host rate plus the base
+// RTT of their path).
+struct SizeBin {
+  std::uint64_t max_bytes = 0;  // sizes in (previous bin's max, max]; 0: no bound
+  std::uint64_t flows = 0;
+  std::uint64_t done = 0;
+  double p50_slowdown = 0, p99_slowdown = 0;
 };
 
 struct StudyResult {
@@ -85,6 +110,11 @@ struct StudyResult {
   sim::FabricCounters fabric{};
   double wall_s = 0;
   double setup_s = 0;                          // building hosts, connections and the fabric
+  // The background load (StudySpec::background): flows, those finished,
+  // their bytes (placed on top of the job's), slowdowns overall and by size.
+  std::uint64_t background_flows = 0, background_done = 0, background_bytes = 0;
+  double background_p50_slowdown = 0, background_p99_slowdown = 0;
+  std::vector<SizeBin> background_bins;
 };
 
 [[nodiscard]] StudyResult run(const StudySpec& spec, const Variant& variant);
@@ -95,6 +125,10 @@ struct StudyResult {
 [[nodiscard]] StudySpec alltoall_1024(bool short_form, std::uint32_t k = 0, std::uint64_t bytes_per_peer = 0);
 // allreduce-128 with leaf 0's link to spine 0 failing mid-job.
 [[nodiscard]] StudySpec link_failure(bool short_form);
+// No job: the web-search background load at 50% of every host's link on the
+// 128-host leaf-spine (short: 16 hosts), flows starting for 5 ms (short: 1 ms).
+[[nodiscard]] StudySpec background_128(bool short_form);
+[[nodiscard]] std::vector<Variant> background_variants();
 [[nodiscard]] std::vector<Variant> allreduce_variants();
 [[nodiscard]] std::vector<Variant> link_failure_variants();
 [[nodiscard]] std::vector<Variant> alltoall_variants();

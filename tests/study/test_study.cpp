@@ -1,5 +1,5 @@
-// The studies' short forms, with exact checks: every byte of the job is
-// placed, counters add up (pauses sent = pauses received, frames lost on the
+// The studies' short forms, with exact checks: every byte of the job (and
+// of the background flows) is placed, counters add up (pauses sent = pauses received, frames lost on the
 // wire = the lossy runs' only drops), PFC drops nothing, and the runs are
 // deterministic (fixed seeds: exact completion times).
 #include <gtest/gtest.h>
@@ -14,7 +14,8 @@ void expect_every_byte(const StudyResult& r, bool failures = false) {
   EXPECT_EQ(r.failed_completions, 0u);
   EXPECT_EQ(r.connections_in_error, 0u);
   EXPECT_EQ(r.transfers_done, r.transfers);
-  EXPECT_EQ(r.bytes_placed, r.job_bytes);
+  EXPECT_EQ(r.background_done, r.background_flows);
+  EXPECT_EQ(r.bytes_placed, r.job_bytes + r.background_bytes);
   EXPECT_EQ(r.fabric.unroutable, 0u);
   EXPECT_EQ(r.ports.pauses_sent, r.ports.pauses_received);
   EXPECT_EQ(r.ports.resumes_sent, r.ports.resumes_received);
@@ -128,6 +129,70 @@ TEST(Study, LinkFailureShortFormBeforeRoutesConvergeFailsNoConnection) {
   EXPECT_GT(r.ports.dropped_link_down, 0u);
   EXPECT_EQ(r.fabric.reroutes, 0u);  // done before the routes converge
   EXPECT_EQ(r.completion_ns, 863'348u);
+}
+
+// The web-search background load at 50% on 16 hosts for 1 ms: every flow
+// of the 76 finishes in every mode, their bytes all placed, and the size
+// bins hold every flow once.
+TEST(Study, BackgroundShortFormFinishesEveryFlow) {
+  const StudySpec spec = background_128(true);
+  std::vector<std::uint64_t> completion;
+  for (const Variant& v : background_variants()) {
+    const StudyResult r = run(spec, v);
+    SCOPED_TRACE(v.mode + " " + v.cc + (v.pfc ? " pfc" : ""));
+    expect_every_byte(r);
+    EXPECT_EQ(r.transfers, 0u);
+    EXPECT_EQ(r.background_flows, 76u);
+    EXPECT_EQ(r.background_done, 76u);
+    EXPECT_EQ(r.background_bytes, 90'282'910u);
+    EXPECT_EQ(r.bytes_placed, r.background_bytes);
+    EXPECT_EQ(r.ports.dropped_queue_full, 0u);
+    EXPECT_EQ(r.ports.dropped_loss, 0u);
+    ASSERT_EQ(r.background_bins.size(), 5u);
+    std::vector<std::uint64_t> flows, done;
+    for (const SizeBin& b : r.background_bins) {
+      flows.push_back(b.flows);
+      done.push_back(b.done);
+    }
+    EXPECT_EQ(flows, (std::vector<std::uint64_t>{9, 28, 16, 23, 0}));
+    EXPECT_EQ(done, flows);
+    EXPECT_GE(r.background_p50_slowdown, 1.0);
+    EXPECT_GE(r.background_p99_slowdown, r.background_p50_slowdown);
+    completion.push_back(r.completion_ns);
+  }
+  EXPECT_EQ(completion, (std::vector<std::uint64_t>{1'707'012, 9'622'924, 12'263'058}));
+}
+
+// A background load beside a job (web-search at 30% for 0.5 ms: 22 flows):
+// the job's bytes and the flows' are all placed.
+TEST(Study, BackgroundBesideAJobPlacesBoth) {
+  StudySpec spec = allreduce_128(true);
+  spec.background.load = 0.3;
+  spec.background.sizes_name = "web-search";
+  spec.background.sizes = flow_sizes("web-search");
+  spec.background.duration_ns = 500'000;
+  const StudyResult r = run(spec, Variant{"metaroce", "metaroce", false, 0.0, true});
+  expect_every_byte(r);
+  EXPECT_EQ(r.background_flows, 22u);
+  EXPECT_EQ(r.job_bytes, 30u * 16u * 65536u);
+}
+
+// The shipped distributions, and a name that is neither one nor a file.
+TEST(Study, FlowSizeDistributionsByNameOrFile) {
+  const sim::FlowSizeCdf web = flow_sizes("web-search");
+  EXPECT_EQ(web.points().size(), 12u);
+  EXPECT_NEAR(web.mean(), 1'665'831, 1);
+  const sim::FlowSizeCdf mining = flow_sizes("data-mining");
+  EXPECT_EQ(mining.points().back().bytes, 666'667.0 * 1460);
+  EXPECT_EQ(mining.sample(0.25), 1460u);  // half the flows are one packet
+  try {
+    (void)flow_sizes("hadoop");
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "study: no flow-size distribution named 'hadoop': use web-search, data-mining or the path of a CDF file");
+  }
+  EXPECT_THROW((void)flow_sizes("/nonexistent/sizes.cdf"), std::invalid_argument);
 }
 
 TEST(Study, RejectsAnUnknownModeOrCc) {
