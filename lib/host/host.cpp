@@ -11,6 +11,7 @@ Host::Host(const HostConfig& config) : config_(config), pools_(config.pool_limit
 Host::~Host() {
   // Connections hold timers on the wheel, blocks of the pools and places
   // on the ready list: they go first.
+  by_qpn_.clear();
   connections_.clear();
 }
 
@@ -46,15 +47,13 @@ transport::Connection* Host::add_connection(const transport::ConnectionConfig& c
   if (hinted) raw->attach_receive_share(receive_share_);
   if (raw->secure()) ++secure_connections_;
   connections_[config.local_qpn] = std::move(c);
+  by_qpn_.insert(config.local_qpn, raw);
   raw->attach_ready_list(&ready_);
   raw->attach_completion_list(&with_completions_);
   return raw;
 }
 
-transport::Connection* Host::connection(std::uint32_t local_qpn) noexcept {
-  const auto it = connections_.find(local_qpn);
-  return it == connections_.end() ? nullptr : it->second.get();
-}
+transport::Connection* Host::connection(std::uint32_t local_qpn) noexcept { return by_qpn_.find(local_qpn); }
 
 void Host::set_port_link(std::uint64_t now, std::uint16_t port, bool up) {
   if (port >= 64 || port_link_up(port) == up) return;
@@ -71,6 +70,7 @@ bool Host::remove_connection(std::uint32_t local_qpn) {
   const auto it = connections_.find(local_qpn);
   if (it == connections_.end()) return false;
   if (it->second->secure()) --secure_connections_;
+  by_qpn_.erase(local_qpn);
   connections_.erase(it);
   return true;
 }
@@ -93,8 +93,7 @@ wire::ParseError Host::parse_for_connection(std::span<const std::uint8_t> frame,
                                             wire::ParsedFrame& parsed, LookedUp& looked_up) const {
   std::uint32_t qpn = 0;
   if (wire::peek_dest_qp(frame, qpn)) {
-    const auto it = connections_.find(qpn);
-    looked_up = LookedUp{true, qpn, it != connections_.end() ? it->second.get() : nullptr};
+    looked_up = LookedUp{true, qpn, by_qpn_.find(qpn)};
     if (looked_up.found != nullptr && looked_up.found->secure()) {
       wire::ParseOptions with = options;
       with.secure_trailer = true;
@@ -144,8 +143,7 @@ void Host::receive(std::uint64_t now, std::span<const std::uint8_t> frame, const
   if (looked_up.done && looked_up.qpn == parsed.bth.dest_qp) {
     connection = looked_up.found;  // parse_for_connection looked it up already
   } else {
-    const auto it = connections_.find(parsed.bth.dest_qp);
-    if (it != connections_.end()) connection = it->second.get();
+    connection = by_qpn_.find(parsed.bth.dest_qp);
   }
   if (connection == nullptr) {
     if (steering_queue(parsed.bth.dest_qp, config_.queues) != config_.queue)

@@ -39,6 +39,7 @@
 
 #include "host/host_counters.hpp"
 #include "host/neighbours.hpp"
+#include "host/qpn_table.hpp"
 #include "timer/wheel.hpp"
 #include "transport/connection.hpp"
 #include "transport/pools.hpp"
@@ -256,6 +257,7 @@ class alignas(64) Host {
   transport::ReadyList ready_;
   transport::ReadyList with_completions_{transport::ReadyList::completions};
   std::unordered_map<std::uint32_t, std::unique_ptr<transport::Connection>> connections_;
+  QpnTable by_qpn_;  // connections_ for look-ups on the receive path
   std::size_t secure_connections_ = 0;  // of connections_, those made secure (set_security)
   std::uint64_t ports_down_ = 0;  // bit k: port k's link is down (ports 0..63)
   transport::TxBatch batch_;
