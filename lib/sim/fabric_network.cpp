@@ -1,6 +1,8 @@
 #include "sim/fabric_network.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
@@ -274,37 +276,52 @@ void Fabric::schedule(std::uint64_t time, EventKind kind, std::uint32_t a, std::
   counters_.peak_pending_events = std::max<std::uint64_t>(counters_.peak_pending_events, events_.size());
 }
 
+std::size_t Fabric::EventHeap::bucket_of(const Event& e) const noexcept {
+  if (e.time != last_.time) return 1 + 64 + static_cast<std::size_t>(63 - std::countl_zero(e.time ^ last_.time));
+  if (e.seq != last_.seq) return 1 + static_cast<std::size_t>(63 - std::countl_zero(e.seq ^ last_.seq));
+  return 0;
+}
+
 void Fabric::EventHeap::push(const Event& e) {
-  std::size_t i = heap_.size();
-  heap_.push_back(e);
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / 4;
-    if (!(heap_[parent] > e)) break;
-    heap_[i] = heap_[parent];
-    i = parent;
+  ++size_;
+  if (last_ > e) {
+    past_.push_back(e);
+    std::push_heap(past_.begin(), past_.end(), std::greater<>{});
+    return;
   }
-  heap_[i] = e;
+  buckets_[bucket_of(e)].push_back(e);
+}
+
+void Fabric::EventHeap::settle() const {
+  if (!buckets_[0].empty()) return;
+  std::size_t i = 1;
+  while (buckets_[i].empty()) ++i;  // the caller checked that one is not
+  std::vector<Event>& from = buckets_[i];
+  const Event* lowest = &from.front();
+  for (const Event& e : from)
+    if (*lowest > e) lowest = &e;
+  last_ = *lowest;
+  // Every event of bucket i differs from the new last_ below bit i - 1:
+  // each goes to a lower bucket (the lowest itself to bucket 0).
+  for (const Event& e : from) buckets_[bucket_of(e)].push_back(e);
+  from.clear();
+}
+
+const Fabric::Event& Fabric::EventHeap::top() const {
+  if (!past_.empty()) return past_.front();
+  settle();
+  return buckets_[0].back();
 }
 
 void Fabric::EventHeap::pop() {
-  const Event last = heap_.back();
-  heap_.pop_back();
-  const std::size_t n = heap_.size();
-  if (n == 0) return;
-  std::size_t i = 0;
-  for (;;) {
-    const std::size_t first = 4 * i + 1;
-    if (first >= n) break;
-    std::size_t best = first;
-    const std::size_t end = std::min(first + 4, n);
-    for (std::size_t c = first + 1; c < end; ++c) {
-      if (heap_[best] > heap_[c]) best = c;
-    }
-    if (!(last > heap_[best])) break;
-    heap_[i] = heap_[best];
-    i = best;
+  --size_;
+  if (!past_.empty()) {
+    std::pop_heap(past_.begin(), past_.end(), std::greater<>{});
+    past_.pop_back();
+    return;
   }
-  heap_[i] = last;
+  settle();
+  buckets_[0].pop_back();
 }
 
 std::uint32_t Fabric::new_packet() {

@@ -176,20 +176,33 @@ class Fabric {
       return time != other.time ? time > other.time : seq > other.seq;
     }
   };
-  // The pending events: a 4-ary min-heap on (time, seq), which is a total
-  // order, so the processing order is that of any other exact priority
-  // queue. Four children share two cache lines: about half the levels and
-  // cache misses of a binary heap at the 10^5 events of a large fabric.
+  // The pending events, taken in (time, seq) order, a total order: the
+  // processing order is that of any exact priority queue. A radix heap:
+  // time never goes back, so every event pushed is at or after the last one
+  // taken, and an event waits in the bucket of the highest bit in which its
+  // (time, seq) differs from the last one taken; taking the next event
+  // empties only the lowest nonempty bucket, its events moving to lower
+  // ones. Each event moves a few times in all, where a heap's sift-down
+  // read a cache line per level of a tree of 10^5 events. An event pushed
+  // below the last one taken (a wake-up asked for in the past) waits in a
+  // small heap of its own, taken first.
   class EventHeap {
    public:
-    [[nodiscard]] bool empty() const noexcept { return heap_.empty(); }
-    [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
-    [[nodiscard]] const Event& top() const noexcept { return heap_.front(); }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] const Event& top() const;
     void push(const Event& e);
     void pop();
 
    private:
-    std::vector<Event> heap_;
+    [[nodiscard]] std::size_t bucket_of(const Event& e) const noexcept;
+    void settle() const;  // the next event into bucket 0 (or past_)
+
+    static constexpr std::size_t bucket_count = 1 + 64 + 64;  // equal; seq bit 0..63; time bit 0..63
+    mutable std::array<std::vector<Event>, bucket_count> buckets_;
+    mutable Event last_{0, 0, EventKind::tx_done, 0, 0};  // the lowest key settled so far
+    std::vector<Event> past_;                             // below last_: a min-heap
+    std::size_t size_ = 0;
   };
   // A queued frame: its id and its size, so that serialising it needs no
   // look at the frame (which has often left the cache while it waited).
