@@ -376,14 +376,26 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
   return result;
 }
 
-StudySpec allreduce_128(bool short_form) {
+namespace {
+
+// The 128-host leaf-spine of allreduce-128 and background-128: 8 leaves of
+// 16 hosts, 8 spines, 1:1 (short: 4 leaves of 4 hosts, 2 spines).
+StudySpec on_leaf_spine_128(const std::string& name, bool short_form) {
   StudySpec s;
-  s.name = short_form ? "allreduce-16" : "allreduce-128";
+  s.name = name;
   s.topology = Topology::leaf_spine;
   s.leaf_spine.leaves = short_form ? 4 : 8;
   s.leaf_spine.spines = short_form ? 2 : 8;
   s.leaf_spine.hosts_per_leaf = short_form ? 4 : 16;
   s.leaf_spine.oversubscription = 1.0;
+  s.time_limit_ns = 2'000'000'000;
+  return s;
+}
+
+}  // namespace
+
+StudySpec allreduce_128(bool short_form) {
+  StudySpec s = on_leaf_spine_128(short_form ? "allreduce-16" : "allreduce-128", short_form);
   const std::uint64_t bytes = short_form ? (1u << 20) : (8u << 20);
   const std::uint32_t leaves = s.leaf_spine.leaves;
   s.job = [bytes, leaves](std::uint32_t hosts) {
@@ -394,7 +406,6 @@ StudySpec allreduce_128(bool short_form) {
     for (std::uint32_t r = 0; r < hosts; ++r) ranks[r] = (r % leaves) * per_leaf + r / leaves;
     return sim::ring_allreduce(ranks, bytes);
   };
-  s.time_limit_ns = 2'000'000'000;
   return s;
 }
 
@@ -428,18 +439,11 @@ StudySpec link_failure(bool short_form) {
 }
 
 StudySpec background_128(bool short_form) {
-  StudySpec s;
-  s.name = short_form ? "background-16" : "background-128";
-  s.topology = Topology::leaf_spine;
-  s.leaf_spine.leaves = short_form ? 4 : 8;
-  s.leaf_spine.spines = short_form ? 2 : 8;
-  s.leaf_spine.hosts_per_leaf = short_form ? 4 : 16;
-  s.leaf_spine.oversubscription = 1.0;
+  StudySpec s = on_leaf_spine_128(short_form ? "background-16" : "background-128", short_form);
   s.background.load = 0.5;
   s.background.sizes_name = "web-search";
   s.background.sizes = flow_sizes(s.background.sizes_name);
   s.background.duration_ns = short_form ? 1'000'000 : 5'000'000;
-  s.time_limit_ns = 2'000'000'000;
   return s;
 }
 
