@@ -211,35 +211,29 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
     for (const sim::Transfer& t : step) pair_of(t.src, t.dst);
   }
 
-  auto post = [&](std::size_t id) {
-    const sim::Transfer& t = tracker.transfer(id);
+  // One WRITE of `bytes` from host `from` to host `to` (every one lands on
+  // the same buffer), tagged `wr_id`.
+  auto write = [&](std::uint64_t wr_id, std::uint32_t from, std::uint32_t to, std::uint64_t bytes) {
     transport::SendRequest r;
-    r.wr_id = id;
+    r.wr_id = wr_id;
     r.op = transport::SendOp::write;
     r.local_addr = src.data();
-    r.length = t.bytes;
-    r.lkey = lkeys[t.src];
+    r.length = bytes;
+    r.lkey = lkeys[from];
     r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
-    r.rkey = rkeys[t.dst];
-    if (pair_of(t.src, t.dst).sender(t.src)->post_send(r) != transport::PostResult::ok)
-      throw std::runtime_error("study: a connection refused a WRITE of " + std::to_string(t.bytes) + " bytes");
+    r.rkey = rkeys[to];
+    if (pair_of(from, to).sender(from)->post_send(r) != transport::PostResult::ok)
+      throw std::runtime_error("study: a connection refused a WRITE of " + std::to_string(bytes) + " bytes");
+    net.wake(from);
+  };
+  auto post = [&](std::size_t id) {
+    const sim::Transfer& t = tracker.transfer(id);
+    write(id, t.src, t.dst, t.bytes);
     tracker.start(id, net.now());
-    net.wake(t.src);
   };
   auto post_background = [&](std::size_t i) {
     const sim::BackgroundFlow& f = background[i];
-    transport::SendRequest r;
-    r.wr_id = background_tag | i;
-    r.op = transport::SendOp::write;
-    r.local_addr = src.data();
-    r.length = f.bytes;
-    r.lkey = lkeys[f.src];
-    r.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
-    r.rkey = rkeys[f.dst];
-    if (pair_of(f.src, f.dst).sender(f.src)->post_send(r) != transport::PostResult::ok)
-      throw std::runtime_error("study: a connection refused a background WRITE of " + std::to_string(f.bytes) +
-                               " bytes");
-    net.wake(f.src);
+    write(background_tag | i, f.src, f.dst, f.bytes);
   };
   std::size_t background_posted = 0, background_done = 0;
   // The flows due by now (their start times are virtual: posted when the
