@@ -148,7 +148,8 @@ FlowSizeCdf::FlowSizeCdf(std::vector<Point> points) : points_(std::move(points))
                                                       std::to_string(points_.size()));
   for (std::size_t i = 0; i < points_.size(); ++i) {
     const Point& p = points_[i];
-    if (!std::isfinite(p.bytes) || !std::isfinite(p.probability) || p.probability < 0 || p.probability > 1)
+    if (!std::isfinite(p.bytes)) bad(i, "the size is not a finite number");
+    if (!std::isfinite(p.probability) || p.probability < 0 || p.probability > 1)
       bad(i, "probability " + (std::ostringstream{} << p.probability).str() + " outside [0, 1]");
     if (p.bytes < 1 && p.probability > 0) bad(i, "a size below 1 byte with probability above 0");
     if (i > 0 && p.bytes < points_[i - 1].bytes) bad(i, "sizes must not fall");
@@ -159,7 +160,6 @@ FlowSizeCdf::FlowSizeCdf(std::vector<Point> points) : points_(std::move(points))
 
 FlowSizeCdf FlowSizeCdf::parse(std::string_view text, const std::string& source, double unit_bytes) {
   std::vector<Point> points;
-  std::vector<std::size_t> lines;
   std::size_t line_number = 0;
   while (!text.empty()) {
     ++line_number;
@@ -182,7 +182,6 @@ FlowSizeCdf FlowSizeCdf::parse(std::string_view text, const std::string& source,
       throw std::invalid_argument(source + ":" + std::to_string(line_number) +
                                   ": want SIZE PROBABILITY, found only '" + size_word + "'");
     points.push_back(Point{number(size_word, "size") * unit_bytes, number(probability_word, "probability")});
-    lines.push_back(line_number);
   }
   if (!points.empty() && points.back().probability == 100.0) {
     for (Point& p : points) p.probability /= 100.0;
