@@ -471,17 +471,28 @@ std::uint32_t crc32_bytewise(std::uint32_t crc, const std::uint8_t* p, std::size
   return ~bytes_raw(~crc, p, len);
 }
 
-std::uint32_t crc32_fold_register(std::uint32_t c, const std::uint8_t* p, std::size_t len) noexcept {
+namespace {
+
+// The register form; `ymm`: inputs over 512 bytes may fold 32 bytes per
+// VPCLMULQDQ where the CPU has it.
+std::uint32_t fold_register(std::uint32_t c, const std::uint8_t* p, std::size_t len, bool ymm) noexcept {
 #if defined(__x86_64__)
   if (len >= 16 && has_pclmul()) {
     // The odd bytes first, so whole blocks end the buffer.
     const std::size_t head = len % 16;
     if (head != 0) c = bytes_raw(c, p, head);
     if (len - head <= 16 * short_blocks) return blocks_short(c, p + head, len - head);
-    return has_ymm() ? blocks_ymm(c, p + head, len - head) : blocks_pclmul(c, p + head, len - head);
+    return ymm && has_ymm() ? blocks_ymm(c, p + head, len - head) : blocks_pclmul(c, p + head, len - head);
   }
 #endif
+  (void)ymm;
   return bytes_raw(c, p, len);
+}
+
+}  // namespace
+
+std::uint32_t crc32_fold_register(std::uint32_t c, const std::uint8_t* p, std::size_t len) noexcept {
+  return fold_register(c, p, len, true);
 }
 
 std::uint32_t crc32_fold(std::uint32_t crc, const std::uint8_t* p, std::size_t len) noexcept {
@@ -493,16 +504,7 @@ bool crc32_fold_uses_pclmul() noexcept { return has_pclmul(); }
 bool crc32_fold_long_is_ymm() noexcept { return has_ymm(); }
 
 std::uint32_t crc32_fold_narrow(std::uint32_t crc, const std::uint8_t* p, std::size_t len) noexcept {
-#if defined(__x86_64__)
-  if (len >= 16 && has_pclmul()) {
-    const std::size_t head = len % 16;
-    std::uint32_t c = ~crc;
-    if (head != 0) c = bytes_raw(c, p, head);
-    return ~(len - head <= 16 * short_blocks ? blocks_short(c, p + head, len - head)
-                                             : blocks_pclmul(c, p + head, len - head));
-  }
-#endif
-  return ~bytes_raw(~crc, p, len);
+  return ~fold_register(~crc, p, len, false);
 }
 
 static_assert(crc32_fold_front_max == 16 * short_blocks);

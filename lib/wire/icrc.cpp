@@ -103,7 +103,7 @@ bool four_in_place(const ByteSpan* f, std::uint32_t* out) noexcept {
 // A long span: ISA-L where the CPU has AVX-512 (its 64-byte VPCLMULQDQ
 // kernel); our 32-byte VPCLMULQDQ fold where the CPU has VPCLMULQDQ
 // without AVX-512 (AMD Zen 3, say), on which ISA-L's widest kernel folds
-// 16 bytes per PCLMULQDQ, at a third of the speed (doc/BENCHMARKS.md).
+// 16 bytes per PCLMULQDQ, at half the speed (doc/BENCHMARKS.md).
 bool long_by_fold() noexcept {
   static const bool yes = crc32_fold_long_is_ymm() && !crc32_fold_front_is_wide();
   return yes;
