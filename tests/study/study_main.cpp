@@ -3,6 +3,7 @@
 // --background-ms MS]: runs a named fabric study (tools/study), prints a
 // table and, as its last line, one JSON object:
 // {"study":NAME,"rows":[...],"events_per_s":..,"peak_rss_mb":..}.
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -37,6 +38,17 @@ double number(const std::string& option, const std::string& text) {
   return v;
 }
 
+// A whole number from the command line, at most `max`, or a message
+// naming the option.
+std::uint64_t whole(const std::string& option, const std::string& text, std::uint64_t max) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty() || v > max)
+    throw std::invalid_argument(option + " wants a whole number from 0 to " + std::to_string(max) + ", got '" +
+                                text + "'");
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -65,11 +77,11 @@ int main(int argc, char** argv) try {
     } else if (arg == "--wall-limit") {
       wall_limit = number(arg, value());
     } else if (arg == "--k") {
-      k = static_cast<std::uint32_t>(number(arg, value()));
+      k = static_cast<std::uint32_t>(whole(arg, value(), 1024));
     } else if (arg == "--bytes") {
-      bytes = static_cast<std::uint64_t>(number(arg, value()));
+      bytes = whole(arg, value(), std::uint64_t{1} << 30);
     } else if (arg == "--buffer-kb") {
-      buffer_kb = static_cast<std::uint64_t>(number(arg, value()));
+      buffer_kb = whole(arg, value(), 1'000'000);
     } else if (arg == "--cdf") {
       cdf = value();
     } else if (arg == "--load") {
@@ -79,7 +91,7 @@ int main(int argc, char** argv) try {
     } else if (arg == "--progress") {
       progress = true;
     } else if (arg == "--variant") {
-      only = static_cast<int>(number(arg, value()));
+      only = static_cast<int>(whole(arg, value(), 1000));
     } else if (name.empty() && !arg.empty() && arg[0] != '-') {
       name = arg;
     } else {
