@@ -285,25 +285,16 @@ StudyResult run(const StudySpec& spec, const Variant& variant) {
     out_of_time = spec.wall_limit_s > 0 && std::chrono::duration<double>(now - wall_start).count() > spec.wall_limit_s;
     return out_of_time;
   };
-  if (background.empty()) {
-    result.completed = net.run_until(done, spec.time_limit_ns);
-  } else {
-    // Instant by instant, stopping at each flow's start time to post it.
+  // Up to each background flow's start time, which posts it; then on to
+  // the limit (without a background, one run to the limit).
+  post_due();
+  for (;;) {
+    const std::uint64_t until = background_posted < background.size()
+                                    ? std::min(background[background_posted].start_ns, spec.time_limit_ns)
+                                    : spec.time_limit_ns;
+    result.completed = net.run_until(done, until);
+    if (result.completed || until >= spec.time_limit_ns) break;
     post_due();
-    for (;;) {
-      if (done()) {
-        result.completed = true;
-        break;
-      }
-      const std::uint64_t until = background_posted < background.size()
-                                      ? std::min(background[background_posted].start_ns, spec.time_limit_ns)
-                                      : spec.time_limit_ns;
-      if (!net.step(until)) {
-        if (until >= spec.time_limit_ns) break;  // nothing left before the limit
-        net.run_until(until);
-      }
-      post_due();
-    }
   }
   if (out_of_time) result.completed = false;
   if (failed_completions != 0) result.completed = false;
