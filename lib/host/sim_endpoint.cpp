@@ -5,6 +5,24 @@
 #include <string>
 
 namespace metaroce::host {
+namespace {
+
+// An empty buffer at the end of `to` for a frame of `bytes`: for a large
+// frame one of the network's spares (capacity kept) when it has one, else
+// a new one. Small frames (ACKs) are left to the allocator, so that they do
+// not take a full frame's buffer.
+std::vector<std::uint8_t>& frame_buffer(std::vector<std::vector<std::uint8_t>>& to,
+                                        std::vector<std::vector<std::uint8_t>>* spares, std::size_t bytes) {
+  std::vector<std::uint8_t>& f = to.emplace_back();
+  if (bytes >= sim::Endpoint::spare_buffer_bytes && spares != nullptr && !spares->empty()) {
+    f.swap(spares->back());
+    spares->pop_back();
+  }
+  f.reserve(bytes);
+  return f;
+}
+
+}  // namespace
 
 SimEndpoint::SimEndpoint(const HostConfig& config) : host_(config) {}
 
@@ -37,15 +55,13 @@ std::uint64_t SimEndpoint::next_wakeup() const {
 
 std::size_t SimEndpoint::CopySink::take(const transport::TxBatch& batch, std::size_t first) {
   for (std::size_t i = first; i < batch.size(); ++i) {
-    out->emplace_back();
-    out->back().reserve(batch.frame_size(i));
-    batch.serialize(i, out->back());
+    batch.serialize(i, frame_buffer(*out, spares.get(), batch.frame_size(i)));
   }
   return batch.size() - first;
 }
 
 bool SimEndpoint::CopySink::take_copy(std::span<const std::uint8_t> frame) {
-  out->emplace_back(frame.begin(), frame.end());
+  frame_buffer(*out, spares.get(), frame.size()).assign(frame.begin(), frame.end());
   return true;
 }
 
@@ -102,10 +118,7 @@ std::size_t MultiportSimEndpoint::SplitSink::take(const transport::TxBatch& batc
       ++link_down;
       continue;
     }
-    auto& box = (*ports)[port]->outbox;
-    box.emplace_back();
-    box.back().reserve(batch.frame_size(i));
-    batch.serialize(i, box.back());
+    batch.serialize(i, frame_buffer((*ports)[port]->outbox, spares.get(), batch.frame_size(i)));
   }
   return batch.size() - first;
 }
@@ -115,7 +128,7 @@ bool MultiportSimEndpoint::SplitSink::take_copy(std::span<const std::uint8_t> fr
     ++link_down;
     return true;
   }
-  (*ports)[0]->outbox.emplace_back(frame.begin(), frame.end());
+  frame_buffer((*ports)[0]->outbox, spares.get(), frame.size()).assign(frame.begin(), frame.end());
   return true;
 }
 

@@ -27,6 +27,7 @@ class SimEndpoint final : public sim::Endpoint {
   void on_frame(std::uint64_t now, std::span<const std::uint8_t> frame) override;
   void poll(std::uint64_t now, std::vector<std::vector<std::uint8_t>>& out) override;
   [[nodiscard]] std::uint64_t next_wakeup() const override;
+  void use_spare_buffers(sim::Endpoint::SpareBuffers spares) override { sink_.spares = std::move(spares); }
 
  private:
   // Copies every frame out: the simulated network always has room.
@@ -36,6 +37,7 @@ class SimEndpoint final : public sim::Endpoint {
     bool take_copy(std::span<const std::uint8_t> frame) override;
     [[nodiscard]] std::size_t max_copied_frame() const override { return SIZE_MAX; }
     std::vector<std::vector<std::uint8_t>>* out = nullptr;
+    sim::Endpoint::SpareBuffers spares;  // the network's, when it gives them
   };
 
   Host host_;
@@ -75,6 +77,7 @@ class MultiportSimEndpoint {
     void on_frame(std::uint64_t now, std::span<const std::uint8_t> frame) override;
     void poll(std::uint64_t now, std::vector<std::vector<std::uint8_t>>& out) override;
     [[nodiscard]] std::uint64_t next_wakeup() const override;
+    void use_spare_buffers(sim::Endpoint::SpareBuffers spares) override { owner_.sink_.spares = std::move(spares); }
     std::vector<std::vector<std::uint8_t>> outbox;
 
    private:
@@ -88,6 +91,7 @@ class MultiportSimEndpoint {
     [[nodiscard]] std::size_t max_copied_frame() const override { return SIZE_MAX; }
     std::vector<std::unique_ptr<Port>>* ports = nullptr;
     const Host* host = nullptr;
+    sim::Endpoint::SpareBuffers spares;  // the network's, when it gives them
     std::uint64_t no_such_port = 0;
     std::uint64_t link_down = 0;
   };

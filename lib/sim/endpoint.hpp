@@ -2,7 +2,9 @@
 // simulator owns time; an endpoint never reads a clock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -19,6 +21,14 @@ class Endpoint {  // one transport core (or a test stub)
   // Earliest virtual time poll() must run again without an arrival (timers, pacing);
   // UINT64_MAX when idle.
   virtual std::uint64_t next_wakeup() const = 0;
+  // Frame buffers the network is done with: empty, with room for at least
+  // spare_buffer_bytes each, the last returned at the back (the likeliest
+  // to be in the cache still). An endpoint may move one out (pop_back) and
+  // build a frame of that size or more in it instead of allocating. Shared:
+  // either side may go first. Optional.
+  static constexpr std::size_t spare_buffer_bytes = 1024;
+  using SpareBuffers = std::shared_ptr<std::vector<std::vector<std::uint8_t>>>;
+  virtual void use_spare_buffers(SpareBuffers spares) { (void)spares; }
 };
 
 }  // namespace metaroce::sim

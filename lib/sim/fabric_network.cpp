@@ -53,6 +53,7 @@ FabricNodeId Fabric::add_host(Endpoint& endpoint, std::uint32_t ipv4) {
   nodes_.push_back(std::move(node));
   const auto id = static_cast<FabricNodeId>(nodes_.size() - 1);
   host_by_ipv4_.insert(at, {ipv4, id});
+  endpoint.use_spare_buffers(spare_frames_);
   return id;
 }
 
@@ -336,7 +337,9 @@ std::uint32_t Fabric::new_packet() {
 }
 
 void Fabric::free_packet(std::uint32_t id) {
-  packets_[id].bytes.clear();
+  std::vector<std::uint8_t>& bytes = packets_[id].bytes;
+  bytes.clear();
+  if (bytes.capacity() >= Endpoint::spare_buffer_bytes) spare_frames_->push_back(std::move(bytes));  // leaves it empty
   free_packets_.push_back(id);
 }
 

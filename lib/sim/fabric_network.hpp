@@ -286,6 +286,10 @@ class Fabric {
   std::vector<FabricNodeId> due_;  // hosts to poll at this instant
   std::vector<FabricNodeId> due_now_;  // those being polled
   std::vector<std::vector<std::uint8_t>> polled_;
+  // The buffers of frames delivered or dropped, for the hosts to build
+  // their next frames in (Endpoint::use_spare_buffers): a buffer that is
+  // still in the cache instead of an allocation per frame.
+  Endpoint::SpareBuffers spare_frames_ = std::make_shared<std::vector<std::vector<std::uint8_t>>>();
   std::function<void(std::uint64_t, FabricNodeId, FabricNodeId, std::span<const std::uint8_t>)> observer_;
 
   // Forwarding: for switch index s and destination switch index d, the
