@@ -328,6 +328,23 @@ TEST(FabricNetwork, RejectsBadLinksAndAddresses) {
 
 // Hands one frame per poll and asks to be polled again at once while it has
 // frames: a host whose transport always has more to send.
+// Hosts 0 (`sender`) and 1 (`receiver`) on one switch, 100 Gb/s links:
+// the sender's node and its link to the switch.
+struct TwoHosts {
+  FabricNodeId sender;
+  FabricLinkId uplink;
+};
+TwoHosts two_hosts_on_a_switch(Fabric& net, Endpoint& sender, Endpoint& receiver) {
+  const FabricNodeId a = net.add_host(sender, numbered_host_address(0).ipv4);
+  const FabricNodeId b = net.add_host(receiver, numbered_host_address(1).ipv4);
+  const FabricNodeId sw = net.add_switch();
+  FabricLinkConfig link;
+  link.rate_bps = 100 * gbit;
+  const FabricLinkId up = net.connect(a, sw, link, link);
+  net.connect(b, sw, link, link);
+  return {a, up};
+}
+
 class Trickle : public Endpoint {
  public:
   std::vector<std::vector<std::uint8_t>> frames;
@@ -353,13 +370,7 @@ TEST(FabricNetwork, NicRingHoldsFramesInTheHost) {
     net.set_nic_ring(ring);
     Trickle sender;
     Blaster receiver;
-    const FabricNodeId a = net.add_host(sender, numbered_host_address(0).ipv4);
-    const FabricNodeId b = net.add_host(receiver, numbered_host_address(1).ipv4);
-    const FabricNodeId sw = net.add_switch();
-    FabricLinkConfig link;
-    link.rate_bps = 100 * gbit;
-    const FabricLinkId up = net.connect(a, sw, link, link);
-    net.connect(b, sw, link, link);
+    const auto [a, up] = two_hosts_on_a_switch(net, sender, receiver);
     for (std::uint32_t k = 0; k < 100; ++k) sender.frames.push_back(frame_between(0, 1, 49152, k, 1000));
     const std::uint64_t frame = sender.frames.front().size() + 24;
     net.run_until(5'000);  // mid-run: frames wait at the NIC or on the wires
@@ -409,14 +420,7 @@ TEST(FabricNetwork, DeliveredFramesGiveTheirBuffersBackToTheHosts) {
   Fabric net;
   Recycler sender;
   Blaster receiver;
-  const FabricNodeId a = net.add_host(sender, numbered_host_address(0).ipv4);
-  const FabricNodeId b = net.add_host(receiver, numbered_host_address(1).ipv4);
-  const FabricNodeId sw = net.add_switch();
-  FabricLinkConfig link;
-  link.rate_bps = 100 * gbit;
-  link.delay_ns = 1'000;
-  net.connect(a, sw, link, link);
-  net.connect(b, sw, link, link);
+  const FabricNodeId a = two_hosts_on_a_switch(net, sender, receiver).sender;
   ASSERT_NE(sender.spares, nullptr);
   sender.sizes = {4000, 100};
   net.run_until(never - 1);
