@@ -326,8 +326,6 @@ TEST(FabricNetwork, RejectsBadLinksAndAddresses) {
   EXPECT_THROW(net.fail_switch(ha, 0), std::invalid_argument);
 }
 
-// Hands one frame per poll and asks to be polled again at once while it has
-// frames: a host whose transport always has more to send.
 // Hosts 0 (`sender`) and 1 (`receiver`) on one switch, 100 Gb/s links:
 // the sender's node and its link to the switch.
 struct TwoHosts {
@@ -345,6 +343,8 @@ TwoHosts two_hosts_on_a_switch(Fabric& net, Endpoint& sender, Endpoint& receiver
   return {a, up};
 }
 
+// Hands one frame per poll and asks to be polled again at once while it has
+// frames: a host whose transport always has more to send.
 class Trickle : public Endpoint {
  public:
   std::vector<std::vector<std::uint8_t>> frames;
